@@ -1,0 +1,287 @@
+"""The Llama-family model configuration (HF config.json) and its validation."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError
+
+# Architectures whose HF checkpoints have exactly the Llama tensor layout and math
+# (RMSNorm, rotate-half RoPE, GQA, SwiGLU, no biases). Mistral only qualifies while
+# its sliding window does not limit attention (checked in `from_dict`).
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
+
+_MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral"}
+
+# Keys a config.json must carry; everything else has the HF LlamaConfig default.
+_REQUIRED_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+)
+
+# HF LlamaConfig's defaults, used when config.json leaves a key out (as real
+# checkpoints do), so a config loads here exactly as it would in transformers.
+_HF_DEFAULTS: dict[str, Any] = {
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 2048,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Shapes and hyper-parameters of a Llama-family decoder."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 2048
+    bos_token_id: int | None = 1
+    eos_token_id: int | list[int] | None = 2
+    architecture: str = "LlamaForCausalLM"
+    source: str = field(default="<dict>", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    # -- derived sizes -------------------------------------------------------
+
+    @property
+    def q_size(self) -> int:
+        """Rows of q_proj: query heads times head_dim."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        """Rows of k_proj and v_proj: KV heads times head_dim."""
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """The end-of-sequence ids as a list (config.json allows an int or a list)."""
+        if self.eos_token_id is None:
+            return []
+        if isinstance(self.eos_token_id, int):
+            return [self.eos_token_id]
+        return list(self.eos_token_id)
+
+    # -- (de)serialisation ---------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "LlamaConfig":
+        """Read and validate an HF config.json."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ModelError(
+                f"{path}: config file not found; a model directory needs config.json "
+                "(HF format) next to its *.safetensors files"
+            ) from None
+        except OSError as e:
+            raise ModelError(f"{path}: cannot read config file ({e}); check permissions") from e
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ModelError(
+                f"{path}: config is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+                "restore the original config.json of the checkpoint"
+            ) from None
+        if not isinstance(data, dict):
+            raise ModelError(f"{path}: config must be a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "LlamaConfig":
+        """Build a config from HF config.json keys, with HF defaults for optional keys."""
+        arch = _architecture_of(data, source)
+        for key in _REQUIRED_KEYS:
+            if key not in data or data[key] is None:
+                raise ModelError(
+                    f"{source}: required key {key!r} is missing; add it to the config "
+                    "(copy it from the model's original config.json)"
+                )
+        _reject_unsupported_features(data, arch, source)
+
+        heads = _int_key(data, "num_attention_heads", source)
+        kv_heads = data.get("num_key_value_heads")
+        kv_heads = heads if kv_heads is None else _int_key(data, "num_key_value_heads", source)
+        hidden = _int_key(data, "hidden_size", source)
+        head_dim = data.get("head_dim")
+        if head_dim is None:
+            if heads > 0 and hidden % heads != 0:
+                raise ModelError(
+                    f"{source}: hidden_size {hidden} is not divisible by num_attention_heads "
+                    f"{heads}; fix one of them or give head_dim explicitly"
+                )
+            head_dim = hidden // heads if heads > 0 else 0
+        else:
+            head_dim = _int_key(data, "head_dim", source)
+
+        # A null value means "use the default", except for the special token ids,
+        # where null means "this model has none".
+        values = {**_HF_DEFAULTS, **{k: v for k, v in data.items() if v is not None}}
+        bos = data.get("bos_token_id", _HF_DEFAULTS["bos_token_id"])
+        eos = data.get("eos_token_id", _HF_DEFAULTS["eos_token_id"])
+        if isinstance(eos, list):
+            eos = [_as_int(e, "eos_token_id", source) for e in eos]
+        elif eos is not None:
+            eos = _as_int(eos, "eos_token_id", source)
+        return cls(
+            vocab_size=_int_key(data, "vocab_size", source),
+            hidden_size=hidden,
+            intermediate_size=_int_key(data, "intermediate_size", source),
+            num_hidden_layers=_int_key(data, "num_hidden_layers", source),
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=head_dim,
+            rms_norm_eps=_float(values["rms_norm_eps"], "rms_norm_eps", source),
+            rope_theta=_float(values["rope_theta"], "rope_theta", source),
+            tie_word_embeddings=bool(values["tie_word_embeddings"]),
+            max_position_embeddings=_as_int(values["max_position_embeddings"], "max_position_embeddings", source),
+            bos_token_id=None if bos is None else _as_int(bos, "bos_token_id", source),
+            eos_token_id=eos,
+            architecture=arch,
+            source=source,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as HF config.json keys (loadable by transformers too)."""
+        d = asdict(self)
+        d.pop("source")
+        arch = d.pop("architecture")
+        return {
+            "architectures": [arch],
+            "model_type": _MODEL_TYPES[arch],
+            **d,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "mlp_bias": False,
+            "rope_scaling": None,
+            "torch_dtype": "float32",
+        }
+
+    def to_json(self) -> str:
+        """config.json text (indented, sorted keys: stable bytes for checksums)."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    # -- validation ----------------------------------------------------------
+
+    def _validate(self) -> None:
+        src = self.source
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "max_position_embeddings",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ModelError(f"{src}: {name} must be a positive integer, got {value!r}; fix the config")
+        if self.architecture not in SUPPORTED_ARCHITECTURES:
+            raise ModelError(_unsupported_arch_message(self.architecture, src))
+        if self.num_attention_heads % self.num_key_value_heads != 0:
+            raise ModelError(
+                f"{src}: num_attention_heads {self.num_attention_heads} is not divisible by "
+                f"num_key_value_heads {self.num_key_value_heads}; grouped-query attention needs "
+                "every KV head to serve the same number of query heads -- fix the config"
+            )
+        if self.head_dim % 2 != 0:
+            raise ModelError(f"{src}: head_dim {self.head_dim} is odd; rotary embeddings need an even head_dim")
+        if not (math.isfinite(self.rms_norm_eps) and self.rms_norm_eps > 0):
+            raise ModelError(f"{src}: rms_norm_eps must be a positive number, got {self.rms_norm_eps!r}")
+        if not (math.isfinite(self.rope_theta) and self.rope_theta > 0):
+            raise ModelError(f"{src}: rope_theta must be a positive number, got {self.rope_theta!r}")
+        for tid in ([self.bos_token_id] if self.bos_token_id is not None else []) + self.eos_token_ids:
+            if not 0 <= tid < self.vocab_size:
+                raise ModelError(f"{src}: special token id {tid} is outside the vocabulary [0, {self.vocab_size})")
+
+
+def _architecture_of(data: dict[str, Any], source: str) -> str:
+    archs = data.get("architectures")
+    if archs is None and "architecture" in data:
+        archs = [data["architecture"]]
+    if archs is None:
+        raise ModelError(
+            f"{source}: required key 'architectures' is missing; add "
+            '"architectures": ["LlamaForCausalLM"] if this is a Llama-family checkpoint'
+        )
+    if isinstance(archs, str):
+        archs = [archs]
+    if not isinstance(archs, list) or len(archs) != 1 or not isinstance(archs[0], str):
+        raise ModelError(f"{source}: 'architectures' must list exactly one class name, got {archs!r}")
+    arch = archs[0]
+    if arch not in SUPPORTED_ARCHITECTURES:
+        raise ModelError(_unsupported_arch_message(arch, source))
+    return arch
+
+
+def _unsupported_arch_message(arch: str, source: str) -> str:
+    return (
+        f"{source}: architecture {arch!r} is not supported; piegpu runs Llama-family decoders "
+        f"({', '.join(SUPPORTED_ARCHITECTURES)}) -- use a checkpoint of one of these"
+    )
+
+
+def _reject_unsupported_features(data: dict[str, Any], arch: str, source: str) -> None:
+    # Each of these changes the math; loading such a model silently would give wrong logits.
+    act = data.get("hidden_act", "silu")
+    if act not in ("silu", "swish"):
+        raise ModelError(f"{source}: hidden_act {act!r} is not supported (only SwiGLU with silu)")
+    for key in ("attention_bias", "mlp_bias"):
+        if data.get(key):
+            raise ModelError(f"{source}: {key}=true is not supported; piegpu's Llama layers have no biases")
+    scaling = data.get("rope_scaling")
+    if scaling:
+        raise ModelError(
+            f"{source}: rope_scaling {scaling!r} is not supported; only plain RoPE "
+            "(rope_scaling null) is implemented"
+        )
+    window = data.get("sliding_window")
+    if window is not None:
+        max_pos = data.get("max_position_embeddings", _HF_DEFAULTS["max_position_embeddings"])
+        if not isinstance(window, int) or window < max_pos:
+            raise ModelError(
+                f"{source}: {arch} with sliding_window={window!r} is not supported; only full "
+                "causal attention is implemented (set sliding_window to null if the model was "
+                "trained without it)"
+            )
+
+
+def _as_int(value: Any, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ModelError(f"{source}: {key} must be an integer, got {value!r}; fix the config")
+    return value
+
+
+def _int_key(data: dict[str, Any], key: str, source: str) -> int:
+    return _as_int(data[key], key, source)
+
+
+def _float(value: Any, key: str, source: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(f"{source}: {key} must be a number, got {value!r}; fix the config")
+    return float(value)

@@ -1,0 +1,3 @@
+"""Lazily imported runtime names of the top-level piegpu package."""
+
+NAMES = ()
