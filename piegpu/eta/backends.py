@@ -18,8 +18,8 @@ EMITTERS = {
 # backend -> module with `run(prog, inputs, **options)`
 RUNNERS = {
     "interp": "piegpu.eta.interp_run",
-    "wgsl": "piegpu.gpu.run_program",
-    "spirv": "piegpu.gpu.run_program",
+    "wgsl": "piegpu.gpu.compiled",
+    "spirv": "piegpu.gpu.compiled",
     "stablehlo": "piegpu.stablehlo.run",
 }
 

@@ -1,0 +1,30 @@
+"""Host side of the model: config, checkpoints, GGUF conversion, tokenizer, default model, numpy reference.
+
+Nothing here touches the GPU; the forward-pass orchestration lives elsewhere.
+"""
+
+from .checkpoint import expected_shapes, load_checkpoint, save_checkpoint
+from .config import SUPPORTED_ARCHITECTURES, LlamaConfig
+from .default import INSTALL_COMMAND, default_gguf_path, default_model_dir
+from .gguf_convert import RawTensor, convert_gguf, read_gguf_raw
+from .reference import KVCache, ReferenceModel
+from .tokenizer import chat_prompt, load_chat_template, load_tokenizer
+
+__all__ = [
+    "LlamaConfig",
+    "SUPPORTED_ARCHITECTURES",
+    "expected_shapes",
+    "load_checkpoint",
+    "save_checkpoint",
+    "convert_gguf",
+    "read_gguf_raw",
+    "RawTensor",
+    "default_gguf_path",
+    "default_model_dir",
+    "INSTALL_COMMAND",
+    "load_tokenizer",
+    "load_chat_template",
+    "chat_prompt",
+    "ReferenceModel",
+    "KVCache",
+]

@@ -187,7 +187,9 @@ def save_checkpoint(
             raise ModelError(f"save_checkpoint: tensor {name!r} is missing; the config implies shape {list(shape)}")
         got = tuple(np.shape(tensors[name]))
         if got != shape:
-            raise ModelError(f"save_checkpoint: tensor {name!r} has shape {list(got)}, the config implies {list(shape)}")
+            raise ModelError(
+                f"save_checkpoint: tensor {name!r} has shape {list(got)}, the config implies {list(shape)}"
+            )
     extra = sorted(set(tensors) - set(shapes))
     if extra:
         raise ModelError(f"save_checkpoint: tensors {extra[:5]} are not part of a {config.architecture} checkpoint")

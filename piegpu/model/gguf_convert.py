@@ -15,6 +15,7 @@ GGUF -> HF differences handled here:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -156,7 +157,9 @@ def config_from_gguf(reader: Any, source: str = "GGUF file") -> LlamaConfig:
     head_dim = int(_field(reader, f"{a}.attention.key_length", source, hidden // max(heads, 1)))
     rot = int(_field(reader, f"{a}.rope.dimension_count", source, head_dim))
     if rot != head_dim:
-        raise ModelError(f"{source}: partial rotary ({a}.rope.dimension_count {rot} < head_dim {head_dim}) is not supported")
+        raise ModelError(
+            f"{source}: partial rotary ({a}.rope.dimension_count {rot} < head_dim {head_dim}) is not supported"
+        )
     return LlamaConfig.from_dict(
         {
             "architectures": [_ARCHITECTURES[a]],
@@ -334,7 +337,9 @@ def dequantize_gguf(
         try:
             w = dequantize(t.data, t.tensor_type)
         except NotImplementedError as e:
-            raise ModelError(f"{source}: tensor {t.name!r} uses {t.tensor_type.name}, which gguf cannot dequantize ({e})") from None
+            raise ModelError(
+                f"{source}: tensor {t.name!r} uses {t.tensor_type.name}, which gguf cannot dequantize ({e})"
+            ) from None
         w = np.asarray(w, dtype=np.float32).reshape(shape)
         heads = _qk_heads(name, config)
         if heads is not None:
@@ -347,8 +352,6 @@ def dequantize_gguf(
 
 
 def _tokenizer_config_json(reader: Any, config: LlamaConfig, source: str) -> str:
-    import json
-
     tokens = _field(reader, "tokenizer.ggml.tokens", source)
 
     def token(key: str) -> str | None:

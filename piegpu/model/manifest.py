@@ -62,12 +62,30 @@ def read_manifest(model_dir: Path) -> dict[str, Any] | None:
     return doc
 
 
+# Directories verified by this process, keyed by their files' (size, mtime) stamp:
+# loading the same prepared model twice should not hash 500 MB twice.
+_verified: dict[Path, tuple] = {}
+
+
+def _stamp(model_dir: Path, names: list[str]) -> tuple | None:
+    try:
+        stats = [(n, (model_dir / n).stat()) for n in [MANIFEST_NAME, *sorted(names)]]
+    except OSError:
+        return None
+    return tuple((n, s.st_size, s.st_mtime_ns, s.st_ino) for n, s in stats)
+
+
 def verify_manifest(model_dir: Path) -> bool:
     """Check every file listed in manifest.json; False if there is no manifest, ModelError on mismatch."""
     model_dir = Path(model_dir)
     doc = read_manifest(model_dir)
     if doc is None:
         return False
+    key = model_dir.resolve()
+    stamp = _stamp(model_dir, list(doc["files"]))
+    if stamp is not None and _verified.get(key) == stamp:
+        return True
+    _verified.pop(key, None)
     path = model_dir / MANIFEST_NAME
     if doc.get("format_version") != MANIFEST_VERSION:
         raise ModelError(
@@ -91,4 +109,6 @@ def verify_manifest(model_dir: Path) -> bool:
                 f"{p}: sha256 does not match {MANIFEST_NAME}; the file is corrupt -- re-prepare "
                 "the model directory"
             )
+    if stamp is not None:
+        _verified[key] = stamp
     return True

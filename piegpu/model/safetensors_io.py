@@ -177,7 +177,9 @@ def from_float32(values: np.ndarray, dtype: str) -> np.ndarray:
     return rounded.astype("<u2", copy=False)
 
 
-def write_file(path: Path, tensors: Iterable[tuple[str, np.ndarray, str]], metadata: dict[str, str] | None = None) -> None:
+def write_file(
+    path: Path, tensors: Iterable[tuple[str, np.ndarray, str]], metadata: dict[str, str] | None = None
+) -> None:
     """Write (name, array already in the stored dtype, dtype name) triples to `path` atomically."""
     path = Path(path)
     items = list(tensors)

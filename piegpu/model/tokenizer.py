@@ -82,7 +82,9 @@ def build_bpe_tokenizer(
     for i, a in added:
         got = tok.token_to_id(a.content)
         if got != i:
-            raise ModelError(f"special token {a.content!r} maps to id {got}, expected {i}; the GGUF vocabulary is inconsistent")
+            raise ModelError(
+                f"special token {a.content!r} maps to id {got}, expected {i}; the GGUF vocabulary is inconsistent"
+            )
     return tok
 
 
@@ -134,7 +136,9 @@ def load_chat_template(model_dir: str | Path) -> str | None:
     try:
         template = json.loads(path.read_text(encoding="utf-8")).get("chat_template")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
-        raise ModelError(f"{path}: cannot read chat_template ({e}); restore the checkpoint's tokenizer_config.json") from None
+        raise ModelError(
+            f"{path}: cannot read chat_template ({e}); restore the checkpoint's tokenizer_config.json"
+        ) from None
     return template if isinstance(template, str) else None
 
 

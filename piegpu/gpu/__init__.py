@@ -1,0 +1,1 @@
+"""The wgpu device layer: adapter choice, compiled programs, buffers."""

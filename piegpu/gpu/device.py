@@ -1,0 +1,119 @@
+"""Adapter and device selection (one shared device per process)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+from ..errors import DeviceError
+
+WANTED_FEATURES = ("shader-f16", "subgroup", "timestamp-query", "mappable-primary-buffers",
+                   "timestamp-query-inside-encoders", "timestamp-query-inside-passes")
+WANTED_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage",
+                 "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
+                 "max-compute-workgroup-size-x", "max-compute-workgroups-per-dimension", "max-bind-groups",
+                 "max-bindings-per-bind-group", "max-dynamic-storage-buffers-per-pipeline-layout")
+INSTALL_HINT = ("Fix: install a Vulkan driver -- on Debian/Ubuntu `apt-get install mesa-vulkan-drivers` gives "
+                "lavapipe (llvmpipe, a CPU Vulkan); or pick another adapter with PIEGPU_ADAPTER=<name substring> "
+                "or PIEGPU_BACKEND=vulkan|metal|dx12|gl. `piegpu info` lists what wgpu sees.")
+
+
+@dataclass
+class Device:
+    """The wgpu adapter and device piegpu uses, with what was chosen and why."""
+
+    adapter: object
+    device: object
+    name: str
+    backend: str
+    adapter_type: str
+    features: tuple
+    limits: dict
+    lp_threads_default: bool  # True when piegpu set LP_NUM_THREADS itself
+
+    @property
+    def key(self) -> str:
+        """Identifies the driver for the kernel cache."""
+        import wgpu
+        info = self.adapter.info
+        return f"{info.get('vendor', '')}|{self.name}|{info.get('description', '')}|{self.backend}|wgpu{wgpu.__version__}"
+
+    @property
+    def is_cpu(self) -> bool:
+        """True on CPU adapters such as lavapipe."""
+        return self.adapter_type.lower() == "cpu" or "llvmpipe" in self.name.lower()
+
+
+_device: Device | None = None
+_lock = threading.Lock()
+
+
+def _default_lp_threads() -> bool:
+    # lavapipe keeps ~1 core busy by default; one worker per core ran up to 1.8x faster.
+    if "LP_NUM_THREADS" in os.environ:
+        return False
+    os.environ["LP_NUM_THREADS"] = str(max(1, os.cpu_count() or 1))
+    return True
+
+
+def describe_adapters() -> list:
+    """Every adapter wgpu can see: (summary, info dict)."""
+    import wgpu
+    return [(a.summary, dict(a.info)) for a in wgpu.gpu.enumerate_adapters_sync()]
+
+
+def _choose(adapters: list):
+    want_name = os.environ.get("PIEGPU_ADAPTER", "").lower()
+    want_backend = os.environ.get("PIEGPU_BACKEND", "").lower()
+    if want_name or want_backend:
+        for a in adapters:
+            info = a.info
+            if want_name and want_name not in a.summary.lower():
+                continue
+            if want_backend and want_backend != str(info.get("backend_type", "")).lower():
+                continue
+            return a
+        names = "; ".join(a.summary for a in adapters) or "none"
+        raise DeviceError(f"no adapter matches PIEGPU_ADAPTER={want_name!r} PIEGPU_BACKEND={want_backend!r} "
+                          f"(adapters: {names}). {INSTALL_HINT}")
+    # Prefer a discrete GPU, then an integrated one, then a CPU Vulkan/Metal; OpenGL last.
+    rank = {"discretegpu": 0, "integratedgpu": 1, "virtualgpu": 2, "cpu": 3}
+
+    def score(a):
+        info = a.info
+        gl = str(info.get("backend_type", "")).lower() == "opengl"
+        return (gl, rank.get(str(info.get("adapter_type", "")).lower().replace(" ", ""), 4))
+    return min(adapters, key=score) if adapters else None
+
+
+def get_device() -> Device:
+    """The process-wide Device, created on first use."""
+    global _device
+    if _device is not None:
+        return _device
+    with _lock:
+        if _device is not None:
+            return _device
+        lp_default = _default_lp_threads()
+        try:
+            import wgpu
+        except ImportError as e:
+            raise DeviceError(f"wgpu is not installed ({e}). Fix: pip install wgpu") from e
+        try:
+            adapters = list(wgpu.gpu.enumerate_adapters_sync())
+        except Exception as e:  # the native library failed to load or enumerate
+            raise DeviceError(f"wgpu could not enumerate adapters: {e}. {INSTALL_HINT}") from e
+        adapter = _choose(adapters)
+        if adapter is None:
+            raise DeviceError(f"no GPU adapter found. {INSTALL_HINT}")
+        feats = tuple(f for f in WANTED_FEATURES if f in adapter.features)
+        limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
+        try:
+            dev = adapter.request_device_sync(required_features=list(feats), required_limits=limits)
+        except Exception as e:
+            raise DeviceError(f"could not create a device on {adapter.summary}: {e}. {INSTALL_HINT}") from e
+        info = adapter.info
+        _device = Device(adapter, dev, str(info.get("device", adapter.summary)), str(info.get("backend_type", "")),
+                         str(info.get("adapter_type", "")), feats, dict(dev.limits), lp_default)
+        return _device

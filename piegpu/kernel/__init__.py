@@ -1,0 +1,1 @@
+"""Kernel IR (KIR): planned, target-neutral compute kernels that every device backend renders."""
