@@ -7,7 +7,7 @@ import numpy as np
 from ..dtypes import dtype
 from ..errors import ValidationError
 from .program import Node, Program, const_value
-from .rng import rng_uniform
+from .counter_rng import rng_uniform
 
 F32_I32_MAX = np.float32(2147483520.0)  # largest f32 below 2^31
 F32_U32_MAX = np.float32(4294967040.0)  # largest f32 below 2^32
@@ -219,3 +219,21 @@ def evaluate(prog: Program, inputs, env=None):
                 vals[i] = np.asarray(out, dtype=node.type.dtype.np).reshape(node.type.shape)
     outs = [np.array(vals[i]) for i in prog.outputs]
     return outs
+
+
+class _ScalarNode:
+    """Stands in for a Node when folding one elementwise op on scalars."""
+
+    def __init__(self, op: str, out_dtype):
+        from .ops import TType
+        self.op = op
+        self.type = TType(out_dtype, ())
+        self.attr = {"to": out_dtype}
+
+
+def eval_scalar(op: str, args: list, out_dtype):
+    """The interpreter's result of elementwise `op` on Python scalars (constant folding)."""
+    arrs = [np.array(a, dtype=dt.np) for a, dt in args]
+    with np.errstate(all="ignore"):
+        out = IMPL[op](_ScalarNode(op, out_dtype), *arrs)
+    return np.asarray(out, dtype=out_dtype.np).reshape(()).item()

@@ -132,6 +132,11 @@ class Tensor:
         return self.type.dtype
 
     @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self.type.size
+
+    @property
     def ndim(self) -> int:
         """Rank."""
         return len(self.type.shape)
@@ -308,8 +313,19 @@ def spec(shape, dt: DType) -> TType:
     return TType(dt, check_shape("spec", shape))
 
 
+def _flatten(xs):
+    for x in xs:
+        if isinstance(x, (tuple, list)):
+            yield from _flatten(x)
+        else:
+            yield x
+
+
 def trace(fn, *specs, context=None) -> Program:
-    """Run `fn` once on placeholders of `specs`, recording every op into a Program."""
+    """Run `fn` once on placeholders of `specs`, recording every op into a Program.
+
+    `fn` returns a tensor or a (possibly nested) tuple of tensors: the outputs, flattened.
+    """
     for i, s in enumerate(specs):
         if not isinstance(s, TType):
             raise ValidationError(f"trace: argument {i + 1} is {s!r}, not an eta.spec. "
@@ -323,7 +339,7 @@ def trace(fn, *specs, context=None) -> Program:
     elif isinstance(result, Tensor):
         outs = [result]
     elif isinstance(result, (tuple, list)):
-        outs = list(result)
+        outs = list(_flatten(result))
     else:
         raise TraceError(f"trace: {getattr(fn, '__name__', fn)} returned {type(result).__name__}. "
                          "Fix: return a tensor, a tuple of tensors, or nothing (epilogues with puts)")

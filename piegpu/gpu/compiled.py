@@ -50,7 +50,7 @@ def emitter_version(target: str) -> str:
 
 def limits_of(dev: Device) -> Limits:
     """Kernel planning limits from the device's limits."""
-    return Limits(max_workgroup=min(256, dev.limits.get("max-compute-invocations-per-workgroup", 256)),
+    return Limits(max_workgroup=min(1024, dev.limits.get("max-compute-invocations-per-workgroup", 256)),
                   max_groups_per_dim=dev.limits.get("max-compute-workgroups-per-dimension", 65535),
                   max_binding_words=dev.limits.get("max-storage-buffer-binding-size", 128 << 20) // 4)
 

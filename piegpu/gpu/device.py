@@ -57,9 +57,40 @@ def _default_lp_threads() -> bool:
     return True
 
 
+_BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "dx12": "DX12", "gl": "GL", "opengl": "GL"}
+_instance_configured = False
+
+
+def _configure_instance() -> None:
+    """Limit wgpu to the primary backends unless PIEGPU_BACKEND asks for another.
+
+    The OpenGL backend is slow for compute and probes EGL/Wayland noisily on
+    headless machines; it is used only when asked for.
+    """
+    global _instance_configured
+    if _instance_configured:
+        return
+    _instance_configured = True
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        # Mesa's Vulkan WSI probes Wayland and prints an error per probe on headless
+        # boxes without this; a private empty dir keeps it quiet.
+        import tempfile
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="piegpu-xdg-")
+    want = os.environ.get("PIEGPU_BACKEND", "").lower()
+    if want and want not in _BACKENDS:
+        raise DeviceError(f"PIEGPU_BACKEND={want!r} is not one of {sorted(_BACKENDS)}")
+    backends = [_BACKENDS[want]] if want else ["Vulkan", "Metal", "DX12"]
+    try:
+        from wgpu.backends.wgpu_native import extras
+        extras.set_instance_extras(backends=backends)
+    except Exception:  # an instance already exists (the host app made one): use what it sees
+        pass
+
+
 def describe_adapters() -> list:
     """Every adapter wgpu can see: (summary, info dict)."""
     import wgpu
+    _configure_instance()
     return [(a.summary, dict(a.info)) for a in wgpu.gpu.enumerate_adapters_sync()]
 
 
@@ -100,6 +131,7 @@ def get_device() -> Device:
             import wgpu
         except ImportError as e:
             raise DeviceError(f"wgpu is not installed ({e}). Fix: pip install wgpu") from e
+        _configure_instance()
         try:
             adapters = list(wgpu.gpu.enumerate_adapters_sync())
         except Exception as e:  # the native library failed to load or enumerate

@@ -60,6 +60,7 @@ class CStyle:
         return r
 
     def expr(self, e) -> str:
+        e = ir.fold(e)
         if isinstance(e, ir.Const):
             return self.literal(e.value, e.dtype)
         if isinstance(e, (ir.Var, ir.Builtin)):

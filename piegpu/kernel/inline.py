@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from ..dtypes import dtype
 from ..eta.program import const_value
-from ..eta.rng import KEY_SALT, M1, M2, STREAM_SALT
+from ..eta.counter_rng import KEY_SALT, M1, M2, STREAM_SALT
 from . import ir
 from .ir import BOOL, F32, I32, U32, Const, Expr, Let, Var
 
@@ -153,7 +153,7 @@ def _concat(kb, node, idx) -> Expr:
     for j, o, n in reversed(pieces):
         local = ir.op("minimum", ir.sub(last, ir.u32(o)), ir.u32(n - 1)) if o else ir.op("minimum", last, ir.u32(n - 1))
         v = kb.value(j, idx[:-1] + [kb.let(local, "c")])
-        result = v if result is None else ir.select(ir.lt(last, ir.u32(o + n)), v, result)
+        result = v if result is None else kb.let(ir.select(ir.lt(last, ir.u32(o + n)), v, result), "cat")
     return result
 
 

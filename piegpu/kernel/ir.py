@@ -311,3 +311,19 @@ def delinear(flat: Expr, shape: tuple) -> list:
         q = div(flat, u32(stride))
         idx.append(q if axis == 0 else rem(q, u32(d)))
     return idx
+
+
+def fold(e: Expr) -> Expr:
+    """Evaluate every all-constant subexpression with the interpreter's semantics.
+
+    Backends must not see constant expressions such as `1u % 0u` or an overflowing
+    `i32` sum: WGSL compilers evaluate those at compile time and reject them.
+    """
+    if not isinstance(e, Op):
+        return e
+    args = tuple(fold(a) for a in e.args)
+    if all(isinstance(a, Const) for a in args):
+        from ..eta.interp import eval_scalar
+        v = eval_scalar(e.op, [(a.value, a.dtype) for a in args], e.dtype)
+        return const(v, e.dtype)
+    return e if args == e.args else Op(e.op, args, e.dtype)

@@ -10,17 +10,22 @@ from __future__ import annotations
 from math import ceil
 
 from ..dtypes import dtype
+from ..errors import CompileError
 from ..eta.ops import OPS
 from . import ir
 from .inline import CHANNEL_HEADER_WORDS, KernelBuilder, channel_cell_base
 from .ir import BOOL, F32, I32, U32, Builtin, Const, Kernel, Var
 
 MAP_WG = 64
-ROW_WG = 128  # threads per row for workgroup-per-row reductions, scans, top-k
-SORT_WG = 256
 ROUNDS_MAX_K = 32  # top-k by k argmax rounds up to this k; a bitonic sort above it
 WIDE_ROW = 512  # rows at least this long get a workgroup each (if there are few rows)
 MANY_ROWS = 2048
+# Loop iterations one invocation may run, summed over all its loops. lavapipe (Mesa
+# 22.3) silently stops every loop of an invocation after 65535 iterations in total
+# (measured; gallivm's loop limiter), so every template sizes its workgroup to stay
+# well under it, and refuses with a CompileError when no workgroup size can.
+LOOP_BUDGET = 50000
+WG_SIZES = (64, 128, 256, 512, 1024)
 
 GID, LID, WID = Builtin("gid"), Builtin("lid"), Builtin("wid")
 
@@ -40,6 +45,22 @@ def _store(kb: KernelBuilder, dest, flat: ir.Expr, v: ir.Expr) -> None:
 
 def _node(p, nid):
     return p.prog.nodes[nid]
+
+
+def choose_wg(p, cost, what: str, prefer: int = 128) -> int:
+    """The workgroup size (a power of two) whose per-invocation loop count is lowest.
+
+    `cost(wg)` is the most loop iterations one invocation runs; sizes within 25% of
+    the best are equivalent and the one closest to `prefer` wins.
+    """
+    sizes = [w for w in WG_SIZES if w <= p.limits.max_workgroup]
+    costs = {w: cost(w) for w in sizes}
+    best = min(costs.values())
+    if best > LOOP_BUDGET:
+        raise CompileError(f"{what} needs {best} loop iterations per GPU thread even with {max(sizes)}-thread "
+                           f"workgroups (limit {LOOP_BUDGET}). Fix: split the last axis into shorter rows")
+    ok = [w for w in sizes if costs[w] <= best * 1.25 + 64]
+    return min(ok, key=lambda w: abs(w - prefer))
 
 
 def materialize(p, roots: list) -> None:
@@ -130,7 +151,7 @@ def _rows(p, nid):
 
 
 def _wide(n: int, rows: int) -> bool:
-    return n >= WIDE_ROW and rows <= MANY_ROWS
+    return n >= WIDE_ROW and rows <= MANY_ROWS or n > LOOP_BUDGET // 2
 
 
 def reduce(p, nid: int) -> None:
@@ -159,11 +180,12 @@ def reduce(p, nid: int) -> None:
         _kernel(p, kb, MAP_WG, ceil(rows / MAP_WG), comment=f"{node.op} thread-per-row n={n}")
         return
 
-    acc, acci = accumulate(WID, LID, ir.u32(ROW_WG))
-    shared = [ir.Shared("pv", x.type.dtype if not red.arg else _key_dt(x.type.dtype), ROW_WG)]
+    wg = choose_wg(p, lambda w: ceil(n / w) + w, f"{node.op} over {n} elements")
+    acc, acci = accumulate(WID, LID, ir.u32(wg))
+    shared = [ir.Shared("pv", x.type.dtype, wg)]
     kb.emit(ir.SStore("pv", LID, acc))
     if red.arg:
-        shared.append(ir.Shared("pi", U32, ROW_WG))
+        shared.append(ir.Shared("pi", U32, wg))
         kb.emit(ir.SStore("pi", LID, acci))
     kb.emit(ir.Barrier())
 
@@ -175,15 +197,11 @@ def reduce(p, nid: int) -> None:
             b = kb.let(ir.SLoad("pv", u, acc.dtype))
             bi = kb.let(ir.SLoad("pi", u, U32)) if red.arg else None
             red.merge(kb, a, ai, b, bi)
-        kb.for_(ir.u32(1), ir.u32(ROW_WG), merge_one)
+        kb.for_(ir.u32(1), ir.u32(wg), merge_one)
         kb.emit(ir.Store("arena", ir.add(ir.u32(out), WID), red.result(a, ai)))
 
     kb.if_(ir.op("eq", LID, ir.u32(0), dt=BOOL), combine)
-    _kernel(p, kb, ROW_WG, rows, shared, comment=f"{node.op} workgroup-per-row n={n}")
-
-
-def _key_dt(dt):
-    return dt
+    _kernel(p, kb, wg, rows, shared, comment=f"{node.op} workgroup-per-row n={n}")
 
 
 # ---- scans --------------------------------------------------------------------------------
@@ -214,7 +232,8 @@ def scan(p, nid: int) -> None:
         _kernel(p, kb, MAP_WG, ceil(rows / MAP_WG), comment=f"{node.op} thread-per-row n={n}")
         return
 
-    chunk = ceil(n / ROW_WG)
+    wg = choose_wg(p, lambda w: 2 * ceil(n / w) + w, f"{node.op} over {n} elements")
+    chunk = ceil(n / wg)
     start = kb.let(ir.mul(LID, ir.u32(chunk)), "s")
     end = kb.let(ir.op("minimum", ir.add(start, ir.u32(chunk)), ir.u32(n)), "e")
     total = kb.var(init)
@@ -229,13 +248,13 @@ def scan(p, nid: int) -> None:
             v = kb.let(ir.SLoad("part", u, dt))
             kb.emit(ir.SStore("part", u, running))
             kb.emit(ir.Assign(running.name, ir.op(name, running, v)))
-        kb.for_(ir.u32(0), ir.u32(ROW_WG), one)
+        kb.for_(ir.u32(0), ir.u32(wg), one)
 
     kb.if_(ir.op("eq", LID, ir.u32(0), dt=BOOL), prefix)
     kb.emit(ir.Barrier())
     acc = kb.var(ir.SLoad("part", LID, dt))
     run(WID, start, end, acc, True)
-    _kernel(p, kb, ROW_WG, rows, [ir.Shared("part", dt, ROW_WG)], comment=f"{node.op} chunked n={n}")
+    _kernel(p, kb, wg, rows, [ir.Shared("part", dt, wg)], comment=f"{node.op} chunked n={n}")
 
 
 # ---- ordering ---------------------------------------------------------------------------
@@ -261,6 +280,7 @@ def _top_k_rounds(p, nid: int, k: int) -> None:
     x, n, rows = _rows(p, nid)
     dt = x.type.dtype
     lo, _ = _limits(dt)
+    wg = choose_wg(p, lambda w: k * (ceil(n / w) + w), f"top_k k={k} over {n} elements", prefer=256)
     kb = KernelBuilder(p, "top_k")
     out, lead, xid = p.slots[nid], x.type.shape[:-1], node.inputs[0]
     ridx = ir.delinear(WID, lead)
@@ -280,7 +300,7 @@ def _top_k_rounds(p, nid: int, k: int) -> None:
             kb.emit(ir.Assign(bv.name, ir.select(take, key, bv)))
             kb.emit(ir.Assign(bi.name, ir.select(take, j, bi)))
 
-        kb.for_(LID, ir.u32(n), scan_one, ir.u32(ROW_WG))
+        kb.for_(LID, ir.u32(n), scan_one, ir.u32(wg))
         kb.emit(ir.SStore("pv", LID, bv))
         kb.emit(ir.SStore("pi", LID, bi))
         kb.emit(ir.Barrier())
@@ -297,7 +317,7 @@ def _top_k_rounds(p, nid: int, k: int) -> None:
                                                           _before(v, i, cv, ci), dt=BOOL), dt=BOOL), "t")
                 kb.emit(ir.Assign(cv.name, ir.select(take, v, cv)))
                 kb.emit(ir.Assign(ci.name, ir.select(take, i, ci)))
-            kb.for_(ir.u32(1), ir.u32(ROW_WG), merge)
+            kb.for_(ir.u32(1), ir.u32(wg), merge)
             kb.emit(ir.Store("arena", ir.add(ir.u32(out), ir.add(ir.mul(WID, ir.u32(k)), r)), ir.cast(ci, I32)))
             kb.emit(ir.SStore("bestv", ir.u32(0), cv))
             kb.emit(ir.SStore("besti", ir.u32(0), ci))
@@ -308,9 +328,9 @@ def _top_k_rounds(p, nid: int, k: int) -> None:
         kb.emit(ir.Assign(lasti.name, ir.SLoad("besti", ir.u32(0), U32)))
 
     kb.for_(ir.u32(0), ir.u32(k), round_, hint="r")
-    shared = [ir.Shared("pv", dt, ROW_WG), ir.Shared("pi", U32, ROW_WG), ir.Shared("bestv", dt, 1),
+    shared = [ir.Shared("pv", dt, wg), ir.Shared("pi", U32, wg), ir.Shared("bestv", dt, 1),
               ir.Shared("besti", U32, 1)]
-    _kernel(p, kb, ROW_WG, rows, shared, comment=f"top_k k={k} by rounds n={n}")
+    _kernel(p, kb, wg, rows, shared, comment=f"top_k k={k} by rounds n={n}")
 
 
 def _bitonic(p, nid: int, k: int) -> None:
@@ -323,7 +343,10 @@ def _bitonic(p, nid: int, k: int) -> None:
     log = size.bit_length() - 1
     keys = p.alloc(rows * size)
     idxs = p.alloc(rows * size)
-    wg = min(SORT_WG, max(1, size // 2))
+    steps = log * (log + 1) // 2
+    wg = choose_wg(p, lambda w: ceil(size / w) + steps * ceil(size // 2 / w) + ceil(k / w),
+                   f"sorting {n} elements", prefer=256)
+    wg = min(wg, max(1, size // 2))
     kb = KernelBuilder(p, "sort")
     out, lead, xid = p.slots[nid], x.type.shape[:-1], node.inputs[0]
     ridx = ir.delinear(WID, lead)
@@ -392,6 +415,9 @@ def linear(p, nid: int) -> None:
     a, b = node.inputs
     m, kk = _node(p, a).type.shape
     n = node.type.shape[1]
+    if kk > LOOP_BUDGET:
+        raise CompileError(f"matmul with inner dimension {kk} exceeds {LOOP_BUDGET} loop iterations per thread. "
+                           "Fix: split the inner dimension and add the partial products")
     kb = KernelBuilder(p, "matmul")
 
     def body():

@@ -116,7 +116,13 @@ def _prepare_lock(target: Path) -> Iterator[None]:
         return
     lock_path = target.parent / f"{target.name}.lock"
     with open(lock_path, "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        except OSError:
+            # Some network file systems refuse flock; the rename race still keeps
+            # the result whole, at the cost of possibly converting twice.
+            yield
+            return
         try:
             yield
         finally:

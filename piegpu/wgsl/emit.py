@@ -18,6 +18,8 @@ fn eta_min_f32(a: f32, b: f32) -> f32 {
   if (eta_isnan(a) || eta_isnan(b)) { return bitcast<f32>(0x7fc00000u); }
   return min(a, b);
 }
+// NaN != x is true (unordered), whatever the driver's float compare does
+fn eta_ne_f32(a: f32, b: f32) -> bool { return eta_isnan(a) || eta_isnan(b) || a != b; }
 fn eta_sign_f32(x: f32) -> f32 { if (eta_isnan(x)) { return x; } return sign(x); }
 fn eta_tanh(x: f32) -> f32 { if (abs(x) > 9.0) { return sign(x); } return tanh(x); }
 fn eta_f2i(x: f32) -> i32 {
@@ -28,10 +30,28 @@ fn eta_f2u(x: f32) -> u32 {
   if (eta_isnan(x)) { return 0u; }
   return u32(clamp(x, 0.0, 4294967040.0));
 }
+// C fmod, exact for every finite input: integer long division of the mantissas
+// (a float formula such as a - b * trunc(a / b) is wrong near multiples of b).
 fn eta_fmod(a: f32, b: f32) -> f32 {
   if (eta_isnan(a) || eta_isnan(b) || eta_isinf(a) || b == 0.0) { return bitcast<f32>(0x7fc00000u); }
   if (eta_isinf(b)) { return a; }
-  return a - b * trunc(a / b);
+  let sign = bitcast<u32>(a) & 0x80000000u;
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  if (ua < ub) { return a; }
+  var ea = i32(ua >> 23u);
+  var eb = i32(ub >> 23u);
+  var ma = ua & 0x7fffffu;
+  var mb = ub & 0x7fffffu;
+  if (ea == 0) { ea = 1; } else { ma = ma | 0x800000u; }
+  if (eb == 0) { eb = 1; } else { mb = mb | 0x800000u; }
+  var m = ma;
+  for (var e = ea; e > eb; e = e - 1) {
+    if (m >= mb) { m = m - mb; }
+    m = m << 1u;
+  }
+  if (m >= mb) { m = m - mb; }
+  return bitcast<f32>(bitcast<u32>(ldexp(f32(m), eb - 150)) | sign);
 }
 fn eta_pow(a: f32, b: f32) -> f32 {
   if (b == 0.0 || a == 1.0) { return 1.0; }
@@ -41,8 +61,13 @@ fn eta_pow(a: f32, b: f32) -> f32 {
   let half = b * 0.5;
   let integral = floor(b) == b;
   let odd = integral && floor(half) != half;
-  if (a < 0.0 && !integral) { return bitcast<f32>(0x7fc00000u); }
-  let r = exp2(b * log2(m));
+  if (a < 0.0 && !integral && !eta_isinf(a)) { return bitcast<f32>(0x7fc00000u); }
+  var r: f32;
+  if (m == 0.0) {
+    r = select(bitcast<f32>(0x7f800000u), 0.0, b > 0.0);
+  } else {
+    r = exp2(b * log2(m));
+  }
   if ((bitcast<u32>(a) >> 31u) == 1u && odd) { return -r; }
   return r;
 }
@@ -67,7 +92,7 @@ class WGSL(CStyle):
         "maximum": "max({0}, {1})", "maximum.float": "eta_max_f32({0}, {1})",
         "minimum": "min({0}, {1})", "minimum.float": "eta_min_f32({0}, {1})",
         "pow": "eta_pow({0}, {1})",
-        "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
+        "eq": "({0} == {1})", "ne": "({0} != {1})", "ne.float": "eta_ne_f32({0}, {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
         "gt": "({0} > {1})", "ge": "({0} >= {1})",
         "and_": "({0} && {1})", "or_": "({0} || {1})",
         "bit_and": "({0} & {1})", "bit_or": "({0} | {1})", "bit_xor": "({0} ^ {1})",
@@ -80,7 +105,7 @@ class WGSL(CStyle):
         ("int", "uint"): "bitcast<u32>({0})", ("uint", "int"): "bitcast<i32>({0})",
         ("bool", "float"): "select(0.0, 1.0, {0})", ("bool", "int"): "select(0i, 1i, {0})",
         ("bool", "uint"): "select(0u, 1u, {0})",
-        ("float", "bool"): "({0} != 0.0)", ("int", "bool"): "({0} != 0i)", ("uint", "bool"): "({0} != 0u)",
+        ("float", "bool"): "eta_ne_f32({0}, 0.0)", ("int", "bool"): "({0} != 0i)", ("uint", "bool"): "({0} != 0u)",
     }
     prelude = PRELUDE
 

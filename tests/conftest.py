@@ -1,0 +1,40 @@
+"""Shared test setup: a private kernel cache, GPU availability, strict skips in CI."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_real_cache = Path(os.environ.get("PIEGPU_CACHE_DIR") or Path.home() / ".cache" / "piegpu")
+_tmp = Path(tempfile.mkdtemp(prefix="piegpu-test-cache-"))
+# Kernels go to a fresh cache per session (no stale artifacts); prepared models are
+# shared with the real cache so the default model is converted once per machine.
+(_real_cache / "models").mkdir(parents=True, exist_ok=True)
+os.symlink(_real_cache / "models", _tmp / "models")
+os.environ["PIEGPU_CACHE_DIR"] = str(_tmp)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests are collected; nothing to reorder."""
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    """The wgpu device; skips (with the reason) when no adapter exists."""
+    from piegpu.errors import DeviceError
+    from piegpu.gpu.device import get_device
+    try:
+        return get_device()
+    except DeviceError as e:
+        pytest.skip(f"no GPU adapter: {e}")
+
+
+def pytest_runtest_logreport(report):
+    # CI sets PIEGPU_STRICT_SKIPS=1: a skipped test there means a missing checker.
+    if os.environ.get("PIEGPU_STRICT_SKIPS") == "1" and report.skipped and report.when in ("setup", "call"):
+        if "xfail" not in report.keywords:
+            report.outcome = "failed"
+            report.longrepr = f"skipped in strict mode (CI must install every checker): {report.longrepr}"
