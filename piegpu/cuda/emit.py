@@ -1,0 +1,80 @@
+"""The CUDA target: C++ family rules plus CUDA's signature, thread ids, barriers and atomics.
+
+Launch layout of the emitted source (one translation unit per program):
+
+- One `extern "C" __global__` function per KIR kernel, in dispatch order; launch them
+  in that order on one stream (each kernel reads what the earlier ones wrote).
+- Arguments, in `plan.bindings` order: one `uint*` per binding (arena first, then the
+  runtime intrinsics, then one per channel), each an array of 32-bit words. Program
+  inputs and outputs live in the arena at `plan.inputs` / `plan.outputs` word offsets.
+- Grid: `kernel.cstyle.grid(kernel.groups, plan.limits.max_groups_per_dim)` as
+  (x, y, 1); a block beyond `groups` returns at once. Block: (kernel.workgroup, 1, 1).
+- Shared memory is static (`__shared__` arrays); no dynamic shared memory is needed.
+- A comment above each kernel repeats its grid and block.
+
+Compile with `nvcc -ptx` (or NVRTC) for sm_50 or newer; no fast-math flags are needed
+or wanted (the helpers rely on IEEE float division and compares).
+"""
+
+from __future__ import annotations
+
+from ..kernel import ir
+from ..kernel.cstyle import grid
+from ..kernel.plan import Limits
+from .cxx import CxxStyle, cxx_ops, plan_cxx
+
+VERSION = "cuda-1"
+
+
+class CUDA(CxxStyle):
+    """CUDA rules."""
+
+    target = "cuda"
+    version = VERSION
+    types = {"f32": "float", "i32": "int", "u32": "uint", "bool": "bool"}
+    ops = cxx_ops(lambda f: f + "f")
+    header = ("typedef unsigned int uint;",
+              "#define ETA_FN __device__ __forceinline__",
+              "#define ETA_AS_FLOAT(u) __uint_as_float(u)",
+              "#define ETA_AS_UINT(f) __float_as_uint(f)",
+              "#define ETA_MATH(name) name##f")
+    local_index, group_x, group_y, groups_x = "threadIdx.x", "blockIdx.x", "blockIdx.y", "gridDim.x"
+
+    def barrier(self) -> str:
+        return "__syncthreads();"
+
+    def atomic_max(self, buf: str, idx: str, value: str) -> str:
+        return f"atomicMax(&{buf}[{idx}], {value});"
+
+    def atomic_add(self, buf: str, idx: str, value: str, dt) -> list:
+        if dt != ir.F32:
+            return [f"atomicAdd(&{buf}[{idx}], {self.to_bits(value, dt)});"]
+        # A compare-and-swap loop, as on every other target (no denormal flushing).
+        return ["{",
+                f"  uint* eta_p = &{buf}[{idx}];",
+                f"  const float eta_v = {value};",
+                "  uint eta_old = *eta_p;",
+                "  for (;;) {",
+                "    const uint eta_seen = atomicCAS(eta_p, eta_old, ETA_AS_UINT(ETA_AS_FLOAT(eta_old) + eta_v));",
+                "    if (eta_seen == eta_old) { break; }",
+                "    eta_old = eta_seen;",
+                "  }",
+                "}"]
+
+    def kernel_open(self, k: ir.Kernel, plan) -> list:
+        gx, gy = grid(k.groups, plan.limits.max_groups_per_dim)
+        args = ", ".join(f"uint* {b.name}" for b in plan.bindings)
+        out = [f"// launch: grid ({gx}, {gy}, 1), block ({k.workgroup}, 1, 1)",
+               f'extern "C" __global__ void __launch_bounds__({k.workgroup}) {self.prefix}{k.name}({args}) {{']
+        out += [f"  __shared__ {self.type_name(s.dtype)} {self.shared_name(s.name)}[{s.size}];" for s in k.shared]
+        return out + self.thread_ids(k, (gx, gy))
+
+
+def render(plan, prefix: str = "") -> str:
+    """CUDA C++ source of a plan: one `extern "C" __global__` kernel per KIR kernel."""
+    return CUDA(prefix).module(plan)
+
+
+def emit(prog, target: str = "cuda", prefix: str = "", limits: Limits | None = None) -> str:
+    """CUDA C++ source for an eta program; `prefix` goes before every kernel name; `limits` default to CXX_LIMITS."""
+    return render(plan_cxx(prog, limits), prefix)

@@ -1,0 +1,89 @@
+"""The Metal target: C++ family rules plus MSL's signature, thread ids, barriers and atomics.
+
+Launch layout of the emitted library (one MSL source per program):
+
+- One `kernel void` function per KIR kernel, in dispatch order; encode them in that
+  order into one compute command encoder (each kernel reads what the earlier ones wrote;
+  Metal orders dispatches of one encoder that touch the same buffers).
+- Buffers: `[[buffer(i)]]` for i in `plan.bindings` order (arena first, then the runtime
+  intrinsics, then one per channel), each a `device uint*` of 32-bit words. Program
+  inputs and outputs live in the arena at `plan.inputs` / `plan.outputs` word offsets.
+- Threadgroups per grid: `kernel.cstyle.grid(kernel.groups, plan.limits.max_groups_per_dim)`
+  as (x, y, 1) with dispatchThreadgroups; a threadgroup beyond `groups` returns at once.
+  Threads per threadgroup: (kernel.workgroup, 1, 1).
+- Threadgroup arrays are declared inside each kernel; no setThreadgroupMemoryLength is needed.
+- A comment above each kernel repeats its threadgroup grid and size.
+
+Compile with fast math off (MTLCompileOptions.mathMode = MTLMathModeSafe, or
+fastMathEnabled = NO) for IEEE arithmetic; the helpers test NaN and inf on the bits, so
+comparisons, max/min, casts and fmod stay exact either way.
+"""
+
+from __future__ import annotations
+
+from ..cuda.cxx import CxxStyle, cxx_ops, plan_cxx
+from ..kernel import ir
+from ..kernel.cstyle import grid
+from ..kernel.plan import Limits
+
+VERSION = "msl-1"
+_RELAXED = "memory_order_relaxed"
+
+
+class MSL(CxxStyle):
+    """Metal Shading Language rules."""
+
+    target = "msl"
+    version = VERSION
+    types = {"f32": "float", "i32": "int", "u32": "uint", "bool": "bool"}
+    ops = cxx_ops(lambda f: f)
+    header = ("#include <metal_stdlib>",
+              "using namespace metal;",
+              "#define ETA_FN inline",
+              "#define ETA_AS_FLOAT(u) as_type<float>(u)",
+              "#define ETA_AS_UINT(f) as_type<uint>(f)",
+              "#define ETA_MATH(name) metal::name")
+    local_index, group_x, group_y, groups_x = "lid_", "wgid_.x", "wgid_.y", "nwg_.x"
+
+    @staticmethod
+    def _atomic(buf: str, idx: str) -> str:
+        return f"(device atomic_uint*)&{buf}[{idx}]"
+
+    def barrier(self) -> str:
+        return "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);"
+
+    def atomic_max(self, buf: str, idx: str, value: str) -> str:
+        return f"atomic_fetch_max_explicit({self._atomic(buf, idx)}, {value}, {_RELAXED});"
+
+    def atomic_add(self, buf: str, idx: str, value: str, dt) -> list:
+        if dt != ir.F32:
+            return [f"atomic_fetch_add_explicit({self._atomic(buf, idx)}, {self.to_bits(value, dt)}, {_RELAXED});"]
+        # Metal has no portable float atomic before Metal 3: compare-and-swap the bits.
+        return ["{",
+                f"  device atomic_uint* eta_p = {self._atomic(buf, idx)};",
+                f"  const float eta_v = {value};",
+                f"  uint eta_old = atomic_load_explicit(eta_p, {_RELAXED});",
+                "  while (!atomic_compare_exchange_weak_explicit(eta_p, &eta_old,",
+                f"      as_type<uint>(as_type<float>(eta_old) + eta_v), {_RELAXED}, {_RELAXED})) {{",
+                "  }",
+                "}"]
+
+    def kernel_open(self, k: ir.Kernel, plan) -> list:
+        gx, gy = grid(k.groups, plan.limits.max_groups_per_dim)
+        params = [f"device uint* {b.name} [[buffer({i})]]" for i, b in enumerate(plan.bindings)]
+        params += ["uint lid_ [[thread_index_in_threadgroup]]", "uint2 wgid_ [[threadgroup_position_in_grid]]",
+                   "uint2 nwg_ [[threadgroups_per_grid]]"]
+        out = [f"// launch: threadgroups ({gx}, {gy}, 1), threads per threadgroup ({k.workgroup}, 1, 1)",
+               f"kernel void {self.prefix}{k.name}(" + (",\n    ".join(params)) + ") {"]
+        out += [f"  threadgroup {self.type_name(s.dtype)} {self.shared_name(s.name)}[{s.size}];" for s in k.shared]
+        return out + self.thread_ids(k, (gx, gy))
+
+
+def render(plan, prefix: str = "") -> str:
+    """MSL source of a plan: one `kernel void` function per KIR kernel."""
+    return MSL(prefix).module(plan)
+
+
+def emit(prog, target: str = "msl", prefix: str = "", limits: Limits | None = None) -> str:
+    """MSL source for an eta program; `prefix` goes before every kernel name; `limits` default to CXX_LIMITS."""
+    return render(plan_cxx(prog, limits), prefix)

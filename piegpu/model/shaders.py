@@ -1,0 +1,104 @@
+"""The hand-written WGSL of shaders/: loading, composing snippets, compiling pipelines."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from ..errors import CompileError
+
+SHADER_DIR = Path(__file__).resolve().parents[2] / "shaders"
+_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<(uniform|storage,\s*read_write|storage,\s*read)>")
+
+
+def shader_source(name: str) -> str:
+    """The text of shaders/<name>.wgsl."""
+    path = SHADER_DIR / f"{name}.wgsl"
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise CompileError(f"shader {path} is missing ({e}). Fix: reinstall piegpu from a full checkout") from e
+
+
+def compose(name: str, params: dict, snippets: dict | None = None) -> str:
+    """shaders/<name>.wgsl with {{KEY}} replaced by params and {{FORMAT}}/{{EPILOGUE}} by snippets."""
+    text = shader_source(name)
+    for key, snippet in (snippets or {}).items():
+        text = text.replace("{{" + key + "}}", shader_source(snippet))
+    for key, value in params.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, float):
+            value = repr(float(value))
+        text = text.replace("{{" + key + "}}", str(value))
+    left = re.findall(r"\{\{(\w+)\}\}", text)
+    if left:
+        raise CompileError(f"shader {name}: unfilled parameters {sorted(set(left))}")
+    return text
+
+
+def binding_kinds(src: str) -> list:
+    """[(binding index, 'uniform' | 'storage-read' | 'storage-rw')] declared in a WGSL source."""
+    out = []
+    for idx, kind in _BINDING.findall(src):
+        kind = "uniform" if kind == "uniform" else ("storage-rw" if "read_write" in kind else "storage-read")
+        out.append((int(idx), kind))
+    return sorted(out)
+
+
+class Kernel:
+    """A compiled compute pipeline and the bind group layout derived from its source."""
+
+    def __init__(self, device, src: str, label: str):
+        import wgpu
+        self.label = label
+        self.bindings = binding_kinds(src)
+        types = {"uniform": wgpu.BufferBindingType.uniform,
+                 "storage-read": wgpu.BufferBindingType.read_only_storage,
+                 "storage-rw": wgpu.BufferBindingType.storage}
+        entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": types[k]}}
+                   for i, k in self.bindings]
+        self.layout = device.create_bind_group_layout(entries=entries)
+        try:
+            module = device.create_shader_module(code=src, label=label)
+            self.pipeline = device.create_compute_pipeline(
+                layout=device.create_pipeline_layout(bind_group_layouts=[self.layout]),
+                compute={"module": module, "entry_point": "main"}, label=label)
+        except Exception as e:
+            raise CompileError(f"the driver rejected shader {label}: {e}") from e
+
+    def bind(self, device, buffers: dict):
+        """A bind group from {binding index: buffer or (buffer, offset, size)}."""
+        entries = []
+        for i, _ in self.bindings:
+            b = buffers.get(i)
+            if b is None:
+                raise CompileError(f"shader {self.label}: binding {i} has no buffer")
+            if isinstance(b, tuple):
+                buf, off, size = b
+                entries.append({"binding": i, "resource": {"buffer": buf, "offset": off, "size": size}})
+            else:
+                entries.append({"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}})
+        return device.create_bind_group(layout=self.layout, entries=entries)
+
+
+class ShaderLibrary:
+    """Compiled kernels by source hash (one pipeline per distinct composed source)."""
+
+    def __init__(self, device):
+        self.device = device
+        self._kernels: dict = {}
+
+    def kernel(self, name: str, params: dict, snippets: dict | None = None) -> Kernel:
+        """The compiled kernel for shader `name` with these parameters and snippets."""
+        src = compose(name, params, snippets)
+        key = hashlib.sha256(src.encode()).hexdigest()
+        k = self._kernels.get(key)
+        if k is None:
+            label = f"{name}[{','.join(f'{a}={b}' for a, b in sorted(params.items()))}]"
+            k = self._kernels[key] = Kernel(self.device, src, label)
+        return k
+
+    def __len__(self) -> int:
+        return len(self._kernels)

@@ -1,0 +1,38 @@
+// Fused QKV rows: [q (QR rows) | k (KR rows) | v (KR rows)]. Q and K rows are in
+// adjacent-pair order (llama.cpp's layout: rows 2i, 2i+1 of a head rotate together),
+// so each pair is rotated here; q goes to its buffer, k and v into the KV cache at
+// position state[0] + t (the sequence length before this pass).
+@group(0) @binding(3) var<storage, read_write> q: array<f32>;
+@group(0) @binding(4) var<storage, read_write> kc: array<f32>;
+@group(0) @binding(5) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(6) var<storage, read> state: array<u32>;
+@group(0) @binding(7) var<storage, read> rope: array<vec2<f32>>;  // [position][HD / 2] (cos, sin)
+const QR: u32 = {{QR}}u;
+const KR: u32 = {{KR}}u;
+const HD: u32 = {{HD}}u;
+const MAX_POS: u32 = {{MAX_POS}}u;
+
+fn epilogue(t: u32, r0: u32, acc: array<f32, R>) {
+  let pos = min(state[0] + t, MAX_POS - 1u);
+  for (var rr = 0u; rr < R; rr += 2u) {
+    let r = r0 + rr;
+    var a = acc[rr];
+    var b = acc[rr + 1u];
+    if (r < QR + KR) {
+      let cs = rope[pos * (HD / 2u) + (r % HD) / 2u];
+      let a2 = a * cs.x - b * cs.y;
+      b = b * cs.x + a * cs.y;
+      a = a2;
+    }
+    if (r < QR) {
+      q[t * QR + r] = a;
+      q[t * QR + r + 1u] = b;
+    } else if (r < QR + KR) {
+      kc[pos * KR + r - QR] = a;
+      kc[pos * KR + r - QR + 1u] = b;
+    } else {
+      vc[pos * KR + r - QR - KR] = a;
+      vc[pos * KR + r - QR - KR + 1u] = b;
+    }
+  }
+}

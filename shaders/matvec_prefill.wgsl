@@ -1,0 +1,39 @@
+// Y = X W^T for T tokens (prefill). Each invocation computes R rows for every token,
+// decoding each weight block once and using it for TB tokens at a time. X is already
+// normalized (rmsnorm.wgsl) when the layer needs it.
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+
+const R: u32 = {{R}}u;
+const ROWS: u32 = {{ROWS}}u;
+const ROW0: u32 = {{ROW0}}u;
+const NB: u32 = {{NB}}u;
+const T: u32 = {{T}}u;
+const TB: u32 = {{TB}}u;
+
+{{FORMAT}}
+
+{{EPILOGUE}}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let r0 = gid.x * R;
+  if (r0 >= ROWS) { return; }
+  for (var t0 = 0u; t0 < T; t0 += TB) {
+    var acc = array<array<f32, R>, TB>();
+    for (var b = 0u; b < NB; b++) {
+      for (var rr = 0u; rr < R; rr++) {
+        let wv = block_decode((r0 + rr) * (NB * WB) + b * WB);
+        for (var tt = 0u; tt < TB; tt++) {
+          let xo = min(t0 + tt, T - 1u) * NB * 8u + b * 8u;
+          var s = vec4<f32>(0.0);
+          for (var j = 0u; j < 8u; j++) { s += wv[j] * x[xo + j]; }
+          acc[tt][rr] += s.x + s.y + s.z + s.w;
+        }
+      }
+    }
+    for (var tt = 0u; tt < TB; tt++) {
+      if (t0 + tt < T) { epilogue(t0 + tt, ROW0 + r0, acc[tt]); }
+    }
+  }
+}

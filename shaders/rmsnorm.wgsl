@@ -1,0 +1,21 @@
+// out[t] = x[FIRST + t] / sqrt(mean(x[FIRST + t]^2) + eps) * weight for t < T, one
+// invocation per row (FIRST selects the readout rows before the logits).
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> norm_w: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
+
+const T: u32 = {{T}}u;
+const FIRST: u32 = {{FIRST}}u;
+const H4: u32 = {{H4}}u;
+const EPS: f32 = {{EPS}};
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let t = gid.x;
+  if (t >= T) { return; }
+  var ss = 0.0;
+  let src = (FIRST + t) * H4;
+  for (var k = 0u; k < H4; k++) { let v = x[src + k]; ss += dot(v, v); }
+  let scale = inverseSqrt(ss / f32(H4 * 4u) + EPS);
+  for (var k = 0u; k < H4; k++) { out[t * H4 + k] = x[src + k] * scale * norm_w[k]; }
+}
