@@ -15,7 +15,7 @@ test the bits: Metal compiles with fast math by default, which may assume no NaN
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from typing import Callable
 
 from ..kernel import ir
@@ -205,21 +205,51 @@ def plan_cxx(prog, limits: Limits | None = None) -> Plan:
     return plan(prog, limits or CXX_LIMITS)
 
 
-def builtins_used(node) -> set:
-    """Names of the thread-index builtins (gid, lid, wid) a KIR statement tree reads."""
+def _names(node, kinds: tuple) -> set:
+    """Names of the Var/Builtin nodes of the given kinds read anywhere in a KIR tree."""
     found: set = set()
 
     def walk(x) -> None:
-        if isinstance(x, ir.Builtin):
+        if isinstance(x, kinds):
             found.add(x.name)
         elif isinstance(x, (tuple, list)):
             for y in x:
                 walk(y)
-        elif is_dataclass(x):
+        elif is_dataclass(x) and not isinstance(x, ir.Kernel):
             for f in fields(x):
-                walk(getattr(x, f.name))
+                if f.name != "name":  # a statement's own name is a definition, not a use
+                    walk(getattr(x, f.name))
     walk(node)
     return found
+
+
+def builtins_used(body: tuple) -> set:
+    """Names of the thread-index builtins (gid, lid, wid) a kernel body reads."""
+    return _names(body, (ir.Builtin,))
+
+
+def prune_lets(body: tuple) -> tuple:
+    """The body without unused Let bindings (pure values the planner bound but no one read).
+
+    C++ compilers warn about every one of them; removing them changes nothing else.
+    """
+    def strip(stmts: tuple, used: set) -> tuple:
+        out = []
+        for s in stmts:
+            if isinstance(s, ir.Let) and s.name not in used:
+                continue
+            if isinstance(s, ir.If):
+                s = ir.If(s.cond, strip(s.then, used), strip(s.orelse, used))
+            elif isinstance(s, ir.For):
+                s = ir.For(s.var, s.start, s.end, s.step, strip(s.body, used))
+            out.append(s)
+        return tuple(out)
+
+    while True:
+        pruned = strip(body, _names(body, (ir.Var,)))
+        if pruned == body:
+            return body
+        body = pruned
 
 
 class CxxStyle(CStyle):
@@ -300,6 +330,10 @@ class CxxStyle(CStyle):
         return f"for (uint {var} = {start}; {var} < {end}; {var} += {step}) {{"
 
     # ---- kernels ------------------------------------------------------------------------------
+    def kernel(self, k: ir.Kernel, plan) -> list:
+        """The lines of one kernel, unused Let bindings left out."""
+        return super().kernel(replace(k, body=prune_lets(k.body)), plan)
+
     def thread_ids(self, k: ir.Kernel, groups: tuple) -> list:
         """Lines defining the builtins the body reads (wid is also needed by the overshoot guard)."""
         used = builtins_used(k.body)

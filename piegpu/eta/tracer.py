@@ -321,7 +321,7 @@ def _flatten(xs):
             yield x
 
 
-def trace(fn, *specs, context=None) -> Program:
+def trace(fn, *specs, context=None, prelude=None) -> Program:
     """Run `fn` once on placeholders of `specs`, recording every op into a Program.
 
     `fn` returns a tensor or a (possibly nested) tuple of tensors: the outputs, flattened.
@@ -332,6 +332,8 @@ def trace(fn, *specs, context=None) -> Program:
                                   "Fix: eta.trace(fn, eta.spec([n], dtype.f32), ...)")
     b = Builder(context)
     with b.active():
+        if prelude is not None:  # effects the runtime records before the user's function
+            prelude()
         args = [b.add("input", [], index=i, dtype=s.dtype, shape=s.shape) for i, s in enumerate(specs)]
         result = fn(*args)
     if result is None:
@@ -346,7 +348,7 @@ def trace(fn, *specs, context=None) -> Program:
     for o in outs:
         if not isinstance(o, Tensor) or o._b is not b:
             raise TraceError(f"trace: output {o!r} is not a tensor of this trace. Fix: return traced tensors")
-    if not outs and not any(n.op == "chan_put" for n in b.nodes):
+    if not outs and not any(n.op in ("chan_put", "chan_take") for n in b.nodes):
         raise TraceError(f"trace: {getattr(fn, '__name__', fn)} has no outputs and no channel puts. "
                          "Fix: return the tensors you want, or put them into channels")
     if len(outs) > 64:

@@ -261,11 +261,23 @@ class Coder:
         if s.value.dtype != F32:
             raise CompileError(f"spirv: atomic add of {s.value.dtype.name}")
 
-        def attempt():  # compare-exchange until no other invocation wrote in between
-            old = self.op(OP.AtomicLoad, U32, ptr, dev, relaxed)
-            new = self.op(OP.Bitcast, U32, self.op(OP.FAdd, F32, self.op(OP.Bitcast, F32, old), value))
-            seen = self.op(OP.AtomicCompareExchange, U32, ptr, dev, relaxed, relaxed, new, old)
-            return self.op(OP.IEqual, BOOL, seen, old)
+        # f32: naga 29 cannot read a module that uses OpAtomicCompareExchange's result (its
+        # SPIR-V reader never emits the `old_value` access and its Vulkan writer panics;
+        # fixed upstream by gfx-rs/wgpu#9621), so
+        # add by exchange instead: take the word out (leaving +0.0), add our carry, put the
+        # sum back; a nonzero word displaced by the put is another invocation's deposit,
+        # which becomes our carry. No invocation ever waits on another (no lock), and the
+        # sum is conserved; only the summation order differs, as with any float atomic.
+        carry = self.fn.local(self.ty(F32), "carry")
+        self.fn.do(OP.Store, carry, value)
+        zero = self.const(0, U32)
+
+        def attempt():
+            taken = self.op(OP.AtomicExchange, U32, ptr, dev, relaxed, zero)
+            total = self.op(OP.FAdd, F32, self.op(OP.Bitcast, F32, taken), self.op(OP.Load, F32, carry))
+            displaced = self.op(OP.AtomicExchange, U32, ptr, dev, relaxed, self.op(OP.Bitcast, U32, total))
+            self.fn.do(OP.Store, carry, self.op(OP.Bitcast, F32, displaced))
+            return self.op(OP.IEqual, BOOL, displaced, zero)
         self.fn.loop_until(attempt)
 
 

@@ -257,18 +257,22 @@ class Function:
         self.label(merge_l)
 
     def loop_until(self, body_fn) -> None:
-        """A do-while loop that exits when body_fn's bool id is true (tested in the continue block)."""
-        header, body_l, cont_l, merge_l = (self.mod.new_id() for _ in range(4))
+        """loop { done = body_fn(); if (done) { break; } } -- the shape WGSL's loops have after naga."""
+        header, body_l, cont_l, merge_l, brk_l, stay_l = (self.mod.new_id() for _ in range(6))
         self.branch(header)
         self.label(header)
         self.do(OP.LoopMerge, merge_l, cont_l, 0)
         self.branch(body_l)
         self.label(body_l)
         done = body_fn()
+        self.do(OP.SelectionMerge, stay_l, 0)
+        self.do(OP.BranchConditional, done, brk_l, stay_l)
+        self.label(brk_l)
+        self.branch(merge_l)
+        self.label(stay_l)
         self.branch(cont_l)
         self.label(cont_l)
-        self.do(OP.BranchConditional, done, merge_l, header)
-        self.terminated = True
+        self.branch(header)
         self.label(merge_l)
 
     def finish(self) -> None:

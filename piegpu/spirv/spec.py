@@ -32,7 +32,7 @@ OPCODES = {
     "OpFUnordGreaterThanEqual": 191, "OpShiftRightLogical": 194, "OpShiftRightArithmetic": 195,
     "OpShiftLeftLogical": 196, "OpBitwiseOr": 197, "OpBitwiseXor": 198, "OpBitwiseAnd": 199, "OpNot": 200,
     "OpControlBarrier": 224, "OpMemoryBarrier": 225, "OpAtomicLoad": 227, "OpAtomicStore": 228,
-    "OpAtomicCompareExchange": 230, "OpAtomicIAdd": 234, "OpAtomicUMax": 239,
+    "OpAtomicExchange": 229, "OpAtomicCompareExchange": 230, "OpAtomicIAdd": 234, "OpAtomicUMax": 239,
     "OpLoopMerge": 246, "OpSelectionMerge": 247, "OpLabel": 248, "OpBranch": 249,
     "OpBranchConditional": 250, "OpReturn": 253, "OpReturnValue": 254, "OpUnreachable": 255,
 }
@@ -52,7 +52,7 @@ HAS_TYPE_AND_RESULT = frozenset(OPCODES[n] for n in (
     "OpFUnordLessThan", "OpFOrdGreaterThan", "OpFUnordGreaterThan", "OpFOrdLessThanEqual",
     "OpFUnordLessThanEqual", "OpFOrdGreaterThanEqual", "OpFUnordGreaterThanEqual", "OpShiftRightLogical",
     "OpShiftRightArithmetic", "OpShiftLeftLogical", "OpBitwiseOr", "OpBitwiseXor", "OpBitwiseAnd", "OpNot",
-    "OpAtomicLoad", "OpAtomicCompareExchange", "OpAtomicIAdd", "OpAtomicUMax"))
+    "OpAtomicLoad", "OpAtomicExchange", "OpAtomicCompareExchange", "OpAtomicIAdd", "OpAtomicUMax"))
 HAS_RESULT_ONLY = frozenset(OPCODES[n] for n in (
     "OpExtInstImport", "OpTypeVoid", "OpTypeBool", "OpTypeInt", "OpTypeFloat", "OpTypeVector", "OpTypeArray",
     "OpTypeRuntimeArray", "OpTypeStruct", "OpTypePointer", "OpTypeFunction", "OpLabel"))

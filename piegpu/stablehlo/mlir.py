@@ -231,8 +231,8 @@ class Builder:
 
     def scatter_rows(self, dst: Val, rows: Val, updates: Val, fn) -> Val:
         """dst[rows[j], :] = fn(dst[rows[j], :], updates[j, :]) for a 2-D dst and in-range i32 rows[m]."""
-        region = self.body([dst.dtype, dst.dtype], fn)
         ind = self.reshape(rows, [rows.shape[0], 1])
+        region = self.body([dst.dtype, dst.dtype], fn)
         attrs = {"scatter_dimension_numbers": "#stablehlo.scatter<update_window_dims = [1], "
                                               "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
                                               "index_vector_dim = 1>",

@@ -1,0 +1,329 @@
+"""Typed channels: bounded FIFO rings of cells in a GPU storage buffer.
+
+Device layout (32-bit words): header [head, tail, ring size, cell words, 4 reserved]
+then `ring size` cells. head/tail count cells taken/put since creation; a cell lives
+at (index % ring size). The ring is `capacity + HISTORY` cells: the extra cells keep
+the values of passes still in flight, so when decoding stops early the pipeline can
+rewind every channel to the state the host accepted by rewriting two header words.
+
+The host keeps an exact mirror of head/tail as they will be once every submitted
+pass has run (passes put and take fixed cell counts), so it checks capacity without
+reading anything back, and knows for every cell who produced it: a host put (value
+known) or a pass (value copied to a mappable staging buffer when the host may take it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from .dtypes import DType, dtype as _dtypes
+from .errors import ChannelError, ChannelFull, TraceError, ValidationError
+from .eta import tracer
+from .eta.ops import TType, check_shape
+
+HEADER_WORDS = 8
+HISTORY = 16  # ring cells beyond the capacity: room for passes in flight to be rewound
+
+
+@dataclass
+class _Cell:
+    """Where a queued cell's value comes from."""
+
+    kind: str  # "host" (value known), "staged" (copied by its pass), "device" (stays on the device)
+    value: object = None  # numpy array for host cells
+    staging: object = None  # mappable buffer for staged cells
+    pass_id: int = -1
+
+
+class Channel:
+    """A typed bounded FIFO of cells (one shape and dtype) resident in a GPU buffer."""
+
+    def __init__(self, shape, dtype: DType):
+        if not hasattr(dtype, "code") or dtype == _dtypes.f16:
+            raise ValidationError(f"Channel: dtype {dtype!r} must be dtype.f32, i32, u32 or bool")
+        shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+        self.shape = check_shape("Channel", shape) if shape else ()
+        self.dtype = dtype
+        self.name = ""
+        self._capacity = 1
+        self._buffer = None
+        self._device = None
+        self._head = 0
+        self._tail = 0
+        self._cells: dict = {}
+        self._poison: BaseException | None = None
+        self._device_consumer = False
+        self._staging_pool: list = []
+        self._used = False
+
+    # ---- configuration --------------------------------------------------------------------
+    @classmethod
+    def from_(cls, values, dtype: DType) -> "Channel":
+        """A channel seeded with one full cell holding `values` (its shape is the cell shape)."""
+        arr = np.asarray(values)
+        ch = cls(arr.shape, dtype)
+        ch.put(arr)
+        return ch
+
+    def capacity(self, n: int) -> "Channel":
+        """Set how many cells the channel holds (before first use); returns the channel."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValidationError(f"Channel{self._label()}.capacity({n!r}): capacity must be an int >= 1")
+        if self._buffer is not None or self._used:
+            raise ChannelError(f"Channel{self._label()}.capacity({n}): the channel is already in use. "
+                               "Fix: set the capacity right after creating it")
+        if n < self._tail - self._head:
+            raise ChannelError(f"Channel{self._label()}.capacity({n}): it already holds {self._tail - self._head} cells")
+        self._capacity = n
+        return self
+
+    def named(self, name: str) -> "Channel":
+        """Give the channel a name used in error messages; returns the channel."""
+        self.name = str(name)
+        return self
+
+    @property
+    def cell(self) -> TType:
+        """The type of one cell."""
+        return TType(self.dtype, self.shape)
+
+    @property
+    def cell_words(self) -> int:
+        """32-bit words per cell."""
+        return max(1, prod(self.shape))
+
+    @property
+    def ring(self) -> int:
+        """Cells in the device ring (capacity plus the rewind history)."""
+        return self._capacity + HISTORY
+
+    @property
+    def count(self) -> int:
+        """Cells queued once every submitted pass has run."""
+        return self._tail - self._head
+
+    def __repr__(self) -> str:
+        return f"Channel{self._label()}({list(self.shape)}, {self.dtype!r}, capacity={self._capacity}, count={self.count})"
+
+    def _label(self) -> str:
+        return f" {self.name!r}" if self.name else ""
+
+    # ---- device buffer ----------------------------------------------------------------------
+    def ensure(self, device) -> object:
+        """The channel's device buffer (created on first use, with queued host cells written)."""
+        import wgpu
+        if self._buffer is None:
+            self._device = device
+            words = HEADER_WORDS + self.ring * self.cell_words
+            self._buffer = device.create_buffer(size=words * 4, label=f"channel{self._label()}",
+                                                usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
+                                                | wgpu.BufferUsage.COPY_SRC)
+            self._write_header()
+            for idx, c in self._cells.items():
+                if c.kind == "host":
+                    self._write_cell(idx, c.value)
+        elif self._device is not device:
+            raise ChannelError(f"Channel{self._label()} lives on another device")
+        return self._buffer
+
+    def _write_header(self) -> None:
+        hdr = np.array([self._head & 0xFFFFFFFF, self._tail & 0xFFFFFFFF, self.ring, self.cell_words, 0, 0, 0, 0],
+                       np.uint32)
+        self._device.queue.write_buffer(self._buffer, 0, hdr.tobytes())
+
+    def _write_cell(self, idx: int, arr: np.ndarray) -> None:
+        words = _to_words(arr, self.dtype)
+        self._device.queue.write_buffer(self._buffer, self.cell_offset(idx), words.tobytes())
+
+    def cell_offset(self, idx: int) -> int:
+        """Byte offset of absolute cell `idx` in the device buffer."""
+        return (HEADER_WORDS + (idx % self.ring) * self.cell_words) * 4
+
+    # ---- values -------------------------------------------------------------------------------
+    def _coerce(self, values) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.shape != self.shape:
+            raise ValidationError(f"Channel{self._label()}.put: value shape {list(arr.shape)} does not match the cell "
+                                  f"shape {list(self.shape)}. Fix: put arrays of shape {list(self.shape)}")
+        if self.dtype == _dtypes.bool:
+            if arr.dtype != np.bool_:
+                raise ValidationError(f"Channel{self._label()}.put: bool channel got {arr.dtype} values")
+            return arr.copy()
+        if arr.dtype == np.bool_ or (np.issubdtype(arr.dtype, np.floating) and not self.dtype.is_float):
+            raise ValidationError(f"Channel{self._label()}.put: {arr.dtype} values for a {self.dtype.name} channel. "
+                                  f"Fix: put {self.dtype.name} values")
+        if self.dtype.is_int:
+            a64 = arr.astype(np.int64)
+            lo, hi = (-(1 << 31), (1 << 31) - 1) if self.dtype == _dtypes.i32 else (0, (1 << 32) - 1)
+            if a64.size and (a64.min() < lo or a64.max() > hi):
+                raise ValidationError(f"Channel{self._label()}.put: values {a64.min()}..{a64.max()} do not fit "
+                                      f"{self.dtype.name}")
+        return arr.astype(self.dtype.np)
+
+    # ---- inside traced epilogues and on the host ------------------------------------------------
+    def take(self):
+        """Traced: the oldest cell, consumed when the pass commits. Host: awaitable numpy array."""
+        b = getattr(tracer._active, "builder", None)
+        if b is not None:
+            return self._trace_take(b, consume=True)
+        return self._host_take(consume=True)
+
+    def read(self):
+        """Traced: the oldest cell, not consumed. Host: awaitable numpy array of the oldest cell."""
+        b = getattr(tracer._active, "builder", None)
+        if b is not None:
+            return self._trace_take(b, consume=False)
+        return self._host_take(consume=False)
+
+    async def take_scalar(self):
+        """Host: take one cell holding a single value and return it as a Python scalar."""
+        if self.cell_words != 1 or self.shape not in ((), (1,)):
+            raise ChannelError(f"Channel{self._label()}.take_scalar: cells have shape {list(self.shape)}. "
+                               "Fix: use await ch.take() for cells with more than one value")
+        return (await self._host_take(consume=True)).reshape(-1)[0].item()
+
+    def put(self, values):
+        """Traced: append the tensor as a cell when the pass commits. Host: enqueue now (ChannelFull if no room)."""
+        b = getattr(tracer._active, "builder", None)
+        if b is not None:
+            return self._trace_put(b, values)
+        if self._poison is not None:
+            raise ChannelError(f"Channel{self._label()} is poisoned by a failed pass: {self._poison}") from self._poison
+        arr = self._coerce(values)
+        if self.count >= self._capacity:
+            raise ChannelFull(f"Channel{self._label()} is full ({self.count}/{self._capacity} cells). Fix: take cells "
+                              "first, or create it with a larger .capacity(n)")
+        idx = self._tail
+        self._tail += 1
+        self._cells[idx] = _Cell("host", arr)
+        if self._buffer is not None:
+            self._write_cell(idx, arr)
+            self._write_header()
+        return None
+
+    def _trace_take(self, b, consume: bool):
+        slot = b.slot(self, self.cell)
+        shape = self.shape
+        if consume:
+            seq = b.takes.get(slot, 0)
+            b.takes[slot] = seq + 1
+            t = b.add("chan_take", [], slot=slot, seq=seq, dtype=self.dtype, shape=shape)
+        else:
+            t = b.add("chan_read", [], slot=slot, dtype=self.dtype, shape=shape)
+        return t
+
+    def _trace_put(self, b, value):
+        v = tracer.to_tensor(value, None, "put") if not isinstance(value, tracer.Tensor) else value
+        if v.dtype != self.dtype:
+            raise ValidationError(f"Channel{self._label()}.put: tensor {v.type!r} but the channel holds "
+                                  f"{self.dtype.name}. Fix: cast(x, dtype.{self.dtype.name})")
+        if v.shape != self.shape:
+            if prod(v.shape or (1,)) == prod(self.shape or (1,)):
+                from .eta.api import reshape
+                v = reshape(v, list(self.shape))
+            else:
+                raise ValidationError(f"Channel{self._label()}.put: tensor {v.type!r} does not fit cells of shape "
+                                      f"{list(self.shape)}. Fix: reshape it to {list(self.shape)}")
+        slot = b.slot(self, self.cell)
+        seq = b.puts.get(slot, 0)
+        b.puts[slot] = seq + 1
+        b.add("chan_put", [v], slot=slot, seq=seq)
+        return None
+
+    async def _host_take(self, consume: bool) -> np.ndarray:
+        if self._poison is not None:
+            raise ChannelError(f"Channel{self._label()} is poisoned by a failed pass: {self._poison}") from self._poison
+        if self.count == 0:
+            raise ChannelError(f"Channel{self._label()} is empty and no submitted pass puts into it, so this "
+                               f"{'take' if consume else 'read'} could never complete. Fix: submit a pass that "
+                               "puts into it first (or put from the host)")
+        idx = self._head
+        cell = self._cells[idx]
+        if cell.kind == "device":
+            raise ChannelError(f"Channel{self._label()} is consumed on the device; the host cannot take its cells. "
+                               "Fix: put values for the host into a separate channel")
+        if consume:
+            del self._cells[idx]
+            self._head += 1
+            if self._buffer is not None:
+                self._write_header()
+        if cell.kind == "host":
+            return cell.value.copy()
+        value = await self._read_staged(cell)
+        if not consume:  # a read keeps the cell: remember its value, the staging buffer is released
+            self._cells[idx] = _Cell("host", value, pass_id=cell.pass_id)
+        return value
+
+    async def _read_staged(self, cell: _Cell) -> np.ndarray:
+        buf = cell.staging
+        try:
+            await buf.map_async("READ_NOSYNC")
+            words = np.frombuffer(buf.read_mapped(), np.uint32).copy()
+            buf.unmap()
+        except Exception as e:  # the pass that fills it failed or the device was lost
+            self.poison(e)
+            raise ChannelError(f"Channel{self._label()}: reading a cell failed: {e}") from e
+        finally:
+            self._staging_pool.append(buf)
+        if self._poison is not None:
+            raise ChannelError(f"Channel{self._label()} is poisoned by a failed pass: {self._poison}") from self._poison
+        return _from_words(words[: self.cell_words], self.dtype, self.shape)
+
+    def clear(self) -> None:
+        """Drop every queued cell (host side; only while no pass that uses the channel is in flight)."""
+        for c in self._cells.values():
+            if c.kind == "staged":
+                self._staging_pool.append(c.staging)
+        self._cells.clear()
+        self._head = self._tail
+        self._poison = None
+        if self._buffer is not None:
+            self._write_header()
+
+    # ---- pipeline interface ---------------------------------------------------------------------
+    def staging_buffer(self):
+        """A mappable buffer for one cell (pooled: no buffer is created per take)."""
+        import wgpu
+        if self._staging_pool:
+            return self._staging_pool.pop()
+        return self._device.create_buffer(size=self.cell_words * 4, label=f"staging{self._label()}",
+                                          usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+
+    def poison(self, cause: BaseException) -> None:
+        """Mark the channel unusable: the next host take or put raises ChannelError with the cause."""
+        if self._poison is None:
+            self._poison = cause
+
+    def snapshot(self) -> tuple:
+        """The host mirror (head, tail, queued cells) to rewind to."""
+        return self._head, self._tail, dict(self._cells)
+
+    def rewind(self, snap: tuple) -> None:
+        """Return to a snapshot once the passes after it have run (their cells are dropped)."""
+        head, tail, cells = snap
+        for idx, c in self._cells.items():
+            if c.kind == "staged" and idx not in cells:
+                self._staging_pool.append(c.staging)
+        self._head, self._tail, self._cells = head, tail, cells
+        if self._buffer is not None:
+            self._write_header()
+
+
+def _to_words(arr: np.ndarray, dt: DType) -> np.ndarray:
+    a = np.ascontiguousarray(arr, dtype=dt.np).reshape(-1)
+    return a.astype(np.uint32) if dt == _dtypes.bool else a.view(np.uint32)
+
+
+def _from_words(words: np.ndarray, dt: DType, shape: tuple) -> np.ndarray:
+    if dt == _dtypes.bool:
+        return (words != 0).reshape(shape)
+    return words.view(dt.np).reshape(shape).copy()
+
+
+def channel_capacity() -> int:
+    """The capacity that lets run_ahead keep its full window of passes in flight."""
+    from .pipeline import WINDOW
+    return WINDOW + 1

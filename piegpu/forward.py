@@ -1,0 +1,104 @@
+"""ForwardPass: what one pass embeds, which state it extends, which logits it reads out, and its epilogue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .channel import Channel
+from .dtypes import dtype
+from .errors import ValidationError
+
+
+@dataclass(frozen=True)
+class StateGeometry:
+    """How a pass changes its working sets' KV state."""
+
+    kind: str
+
+    @staticmethod
+    def folding() -> "StateGeometry":
+        """Append every embedded token to the sequence (prefill and decode)."""
+        return StateGeometry("folding")
+
+
+class ForwardPass:
+    """One forward pass: tokens embedded from a channel, the KV state it appends to, its epilogue."""
+
+    def __init__(self):
+        self.tokens: Channel | None = None
+        self.indptr: Channel | None = None
+        self.working_sets: list = []
+        self.geometry: StateGeometry | None = None
+        self.readout_rows: tuple | None = None  # (first, count) or None for the last token
+        self.epilogue_fn = None
+
+    def embed(self, tokens: Channel, indptr: Channel) -> "ForwardPass":
+        """Embed the token ids of `tokens`' oldest cell (taken each pass); `indptr` = CSR offsets, read only."""
+        if not isinstance(tokens, Channel) or not isinstance(indptr, Channel):
+            raise ValidationError("embed(tokens, indptr) takes two Channels. Fix: Channel.from_(ids, dtype.i32) and "
+                                  "Channel.from_([0, len(ids)], dtype.u32)")
+        if tokens.dtype not in (dtype.i32, dtype.u32) or len(tokens.shape) != 1:
+            raise ValidationError(f"embed: the tokens channel must hold i32/u32 cells of shape [n], got "
+                                  f"{tokens.cell!r}")
+        if indptr.dtype not in (dtype.i32, dtype.u32) or len(indptr.shape) != 1 or indptr.shape[0] < 2:
+            raise ValidationError(f"embed: indptr must hold u32 cells [sequences + 1], got {indptr.cell!r}")
+        self.tokens, self.indptr = tokens, indptr
+        return self
+
+    def state(self, working_sets, geometry: StateGeometry) -> "ForwardPass":
+        """The working sets (one per sequence) this pass extends, and how."""
+        working_sets = list(working_sets)
+        if not working_sets:
+            raise ValidationError("state([...]): pass at least one working set (model.working_set())")
+        if not isinstance(geometry, StateGeometry):
+            raise ValidationError("state(ws, geometry): geometry must be a StateGeometry, e.g. StateGeometry.folding()")
+        self.working_sets, self.geometry = working_sets, geometry
+        return self
+
+    def readout(self, count: int = 1, first: int | None = None) -> "ForwardPass":
+        """Compute logits for `count` token rows starting at `first` (default: the last `count` tokens)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValidationError(f"readout(count={count!r}): count must be an int >= 1")
+        self.readout_rows = (first, count)
+        return self
+
+    def epilogue(self, fn):
+        """Decorator: the traced function run on the device after the forward pass (traced at first submit)."""
+        if not callable(fn):
+            raise ValidationError("@fwd.epilogue decorates a function")
+        self.epilogue_fn = fn
+        return fn
+
+    # ---- checks the pipeline runs before the first submit -------------------------------------
+    def token_count(self) -> int:
+        """Tokens embedded per pass (the tokens channel's cell length)."""
+        if self.tokens is None:
+            raise ValidationError("this ForwardPass embeds nothing. Fix: fwd.embed(tokens_channel, indptr_channel)")
+        return self.tokens.shape[0]
+
+    def resolved_readout(self) -> tuple:
+        """(first, count) readout rows inside the pass's tokens."""
+        T = self.token_count()
+        first, count = self.readout_rows or (None, 1)
+        first = T - count if first is None else first
+        if first < 0 or first + count > T:
+            raise ValidationError(f"readout rows [{first}, {first + count}) are outside this pass's {T} tokens")
+        return first, count
+
+    def validate(self) -> None:
+        """Raise ValidationError if the pass is not fully described or not supported."""
+        T = self.token_count()
+        if not self.working_sets:
+            raise ValidationError("this ForwardPass has no state. Fix: fwd.state([ws], StateGeometry.folding())")
+        if len(self.working_sets) != 1 or self.indptr.shape[0] != 2:
+            raise ValidationError("passes over several sequences (indptr with more than 2 offsets) are not supported "
+                                  "yet. Fix: one ForwardPass per working set")
+        cell = self.indptr._cells.get(self.indptr._head)
+        if cell is not None and cell.kind == "host":
+            offsets = np.asarray(cell.value).astype(np.int64).tolist()
+            if offsets != [0, T]:
+                raise ValidationError(f"indptr {offsets} does not describe the {T} embedded tokens of one sequence. "
+                                      f"Fix: Channel.from_([0, {T}], dtype.u32)")
+        self.resolved_readout()
