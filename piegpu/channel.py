@@ -301,13 +301,31 @@ class Channel:
         """The host mirror (head, tail, queued cells) to rewind to."""
         return self._head, self._tail, dict(self._cells)
 
-    def rewind(self, snap: tuple) -> None:
-        """Return to a snapshot once the passes after it have run (their cells are dropped)."""
-        head, tail, cells = snap
-        for idx, c in self._cells.items():
-            if c.kind == "staged" and idx not in cells:
-                self._staging_pool.append(c.staging)
-        self._head, self._tail, self._cells = head, tail, cells
+    def rewind(self, snap: tuple, discarded: set) -> None:
+        """Undo the passes in `discarded` (pass ids, all submitted after `snap` and now finished).
+
+        Their puts are dropped and their takes restored; host takes and host puts made
+        meanwhile stay (host puts move down to close the gap).
+        """
+        snap_head, snap_tail, snap_cells = snap
+        if self._device_consumer:  # only passes take from it: restore what they took
+            head, base = snap_head, dict(snap_cells)
+        else:  # only the host takes from it: its takes stand
+            head, base = self._head, {i: c for i, c in self._cells.items() if i < snap_tail}
+        later = []
+        for i, c in sorted(self._cells.items()):
+            if c.pass_id in discarded:
+                if c.kind == "staged":
+                    self._staging_pool.append(c.staging)
+            elif i >= snap_tail:
+                later.append(c)
+        idx = max(snap_tail, head)
+        for c in later:
+            base[idx] = c
+            if c.kind == "host" and self._buffer is not None:
+                self._write_cell(idx, c.value)
+            idx += 1
+        self._head, self._tail, self._cells = head, idx, base
         if self._buffer is not None:
             self._write_header()
 

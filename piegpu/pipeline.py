@@ -220,10 +220,10 @@ class Pipeline:
     async def run_ahead(self, fwd: ForwardPass, max_tokens: int, on_token) -> int:
         """Keep up to `window` passes in flight; call on_token once per pass; stop when it returns False.
 
-        Returns how many times on_token ran. Passes still in flight after a stop (or an
-        exception in on_token) finish, then every channel and the working set are
-        rewound to the state after the last pass whose output on_token accepted, so a
-        later run continues from exactly there.
+        Returns how many times on_token ran. A pass is accepted once on_token has run for
+        it (even if on_token raised). Passes still in flight after a stop or an exception
+        finish, then every channel and the working set are rewound to the state after
+        the last accepted pass, so a later run continues from exactly there.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise ValidationError(f"run_ahead: max_tokens must be an int, got {max_tokens!r}")
@@ -243,10 +243,13 @@ class Pipeline:
                                            "and no pass in flight can change that. Fix: on_token must take the cells "
                                            "the passes put (or put the cells they take)")
                     break
-                keep = await on_token()
-                calls += 1
-                # The oldest pass in flight produced what on_token just consumed: accepted.
-                self._fences.append(inflight.popleft().fence)
+                try:
+                    keep = await on_token()
+                finally:
+                    # on_token ran (or raised) for the oldest pass in flight: that pass is accepted,
+                    # and whatever of its output the host did not take stays queued.
+                    calls += 1
+                    self._fences.append(inflight.popleft().fence)
                 if keep is False:
                     break
         finally:
@@ -261,11 +264,12 @@ class Pipeline:
         for rec in list(discarded)[:-1]:
             self._fences.append(rec.fence)
         snap = discarded[0].snapshot
+        ids = {rec.pass_id for rec in discarded}
         for key, value in snap.items():
             if key == "ws":
                 pp.ws.set_length(value)
             else:
-                key.rewind(value)
+                key.rewind(value, ids)
 
 
 def _cell(kind: str, pid: int, staging=None):

@@ -38,3 +38,22 @@ def pytest_runtest_logreport(report):
         if "xfail" not in report.keywords:
             report.outcome = "failed"
             report.longrepr = f"skipped in strict mode (CI must install every checker): {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def default_model(gpu):
+    """The default model loaded once per test session (skips with the install command if absent)."""
+    from piegpu.errors import ModelError
+    from piegpu.model.loaded import load_model
+    try:
+        return load_model(verbose=False)
+    except ModelError as e:
+        pytest.skip(f"default model unavailable: {e}")
+
+
+@pytest.fixture(scope="session")
+def default_reference(default_model):
+    """The numpy reference of the default model (float32)."""
+    from piegpu.model.default import default_model_dir
+    from piegpu.model.reference import ReferenceModel
+    return ReferenceModel.from_dir(default_model_dir(verbose=False))

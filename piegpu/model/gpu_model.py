@@ -180,13 +180,14 @@ class _Scratch:
 class GpuModel:
     """A model's weights on the device and the kernels of its forward pass."""
 
-    def __init__(self, weights: ModelWeights, device=None, verbose: bool = False):
+    def __init__(self, weights: ModelWeights, device=None, max_binding: int | None = None):
         from ..gpu.device import get_device
         self.dev = device or get_device()
         self.device = self.dev.device
         self.config = c = weights.config
         self.lib = ShaderLibrary(self.device)
-        self.max_binding = self.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
+        # Matrices bigger than one binding are split into row chunks (max_binding lowers it for tests).
+        self.max_binding = min(max_binding or 1 << 62, self.dev.limits.get("max-storage-buffer-binding-size", 128 << 20))
         self.max_uniform = self.dev.limits.get("max-uniform-buffer-binding-size", 65536)
         up = lambda m, label: upload(self.device, m, self.max_binding, label)  # noqa: E731
         self.embed = up(weights.embed, "embed")
@@ -232,10 +233,10 @@ class GpuModel:
             raise ValidationError(f"working_set(max_tokens={n}): must be 1..{c.max_position_embeddings} "
                                   "(the model's max_position_embeddings)")
         kr = c.num_key_value_heads * c.head_dim
-        if n * kr * 4 > self.max_binding:
+        limit = self.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
+        if n * kr * 4 > limit:
             raise ValidationError(f"working_set(max_tokens={n}): one layer's KV cache would exceed the "
-                                  f"{self.max_binding}-byte binding limit. Fix: use at most "
-                                  f"{self.max_binding // (kr * 4)} tokens")
+                                  f"{limit}-byte binding limit. Fix: use at most {limit // (kr * 4)} tokens")
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         keys = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"k{i}") for i in range(len(self.layers))]
         vals = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"v{i}") for i in range(len(self.layers))]

@@ -4,8 +4,14 @@ Bindings match the WGSL target: descriptor set 0, binding i = plan.bindings[i], 
 Block struct holding a runtime array of u32 in the StorageBuffer storage class. A
 buffer that some kernel accesses atomically gets a second variable at the same binding,
 and that kernel uses OpAtomic* on it for every access (as WGSL's `<name>_at` alias):
-naga's SPIR-V reader upgrades the type of a variable it sees atomics on, so one
-variable must never carry both plain and atomic accesses.
+naga's SPIR-V reader upgrades a variable it sees atomics on to atomic<u32>, which with a
+single variable would make every access of every kernel in the module atomic.
+
+What naga 29 (wgpu-native 29, inside wgpu-py 0.32) needs of the SPIR-V it reads, and
+this emitter respects: version 1.0-1.5 (we write 1.3); no infinite or NaN float
+OpConstant ("Float literal is infinite"); no use of OpAtomicCompareExchange's result
+(see Coder._atomic_add); structured control flow with merge instructions; only the
+GLSL.std.450 extended set.
 
 Values of KIR `Let`s are SSA ids; `Decl` variables and loop counters are Function
 variables. Non-finite f32 constants are bitcasts of u32 constants hoisted into the

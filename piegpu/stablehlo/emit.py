@@ -324,6 +324,7 @@ RULES = {
     "gather": _gather, "gather_row": _gather_row, "take_last": _take_last,
     "scatter_set": _scatter(False), "scatter_add": _scatter(True),
     "top_k_idx": _top_k, "matmul": _matmul, "rng": _rng, "const": _const, "iota": _iota,
+    "input": lambda b, n: Val(f"%arg{n.attr['index']}", n.type.dtype, n.type.shape),  # @main's arguments
 }
 # Only a ForwardPass provides these (runtime buffers); a StableHLO module has no such inputs.
 RUNTIME_OPS = ("intrinsic", "chan_take", "chan_read", "chan_put")
@@ -340,9 +341,6 @@ def emit(prog: Program, target: str = "stablehlo") -> str:
     vals: dict = {}
     args = [Val(f"%arg{i}", t.dtype, t.shape) for i, t in enumerate(prog.input_types)]
     for i, node in enumerate(prog.nodes):
-        if node.op == "input":
-            vals[i] = args[node.attr["index"]]
-            continue
         rule = RULES.get(node.op)
         if rule is None:
             raise CompileError(f"stablehlo: no rule for op {node.op!r} ({OPS[node.op].kind}). "

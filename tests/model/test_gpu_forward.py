@@ -1,0 +1,138 @@
+"""The WGSL forward pass against the numpy reference: random tiny models and the default model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from piegpu.model.gpu_weights import dequantize, pack_ggml
+from tests.helpers import tiny_config, tiny_model
+
+CONFIGS = {
+    "gqa": tiny_config(),
+    "mha-odd": tiny_config(hidden=160, inter=224, heads=5, kv_heads=5, vocab=333, layers=3),
+    "gqa-wide-head": tiny_config(hidden=128, inter=96, heads=2, kv_heads=1, head_dim=64, vocab=257),
+    "untied": tiny_config(tied=False, vocab=301),
+}
+
+
+def run_parity(model, ref, prompt, steps, tol):
+    ws = model.working_set(128)
+    cache = ref.new_cache()
+    report = []
+    a = ref.forward(prompt, cache)[-1]
+    b = model.gpu.forward(ws, prompt)[0]
+    report.append(float(np.abs(a - b).max()))
+    assert int(a.argmax()) == int(b.argmax())
+    for _ in range(steps):
+        tok = int(a.argmax())
+        a = ref.forward([tok], cache)[-1]
+        b = model.gpu.forward(ws, [tok])[0]
+        report.append(float(np.abs(a - b).max()))
+        assert int(a.argmax()) == int(b.argmax())
+    assert max(report) < tol, report
+    return report
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_tiny_models_match_reference(gpu, name):
+    model, ref = tiny_model(CONFIGS[name], seed=3)
+    report = run_parity(model, ref, [5, 17, 42, 7, 99, 1, 2], steps=5, tol=5e-5)
+    print(f"{name}: max abs logit error per step {['%.1e' % e for e in report]}")
+
+
+def test_f16_weights(gpu):
+    model, ref = tiny_model(tiny_config(), seed=4, fmt="f16")
+    run_parity(model, ref, [3, 4, 5], steps=3, tol=5e-5)
+
+
+def test_weights_larger_than_one_binding_are_chunked(gpu):
+    # a 2 KiB binding limit splits every matrix into many row chunks
+    model, ref = tiny_model(tiny_config(), seed=5, max_binding=2048)
+    assert all(len(L["gate_up"].chunks) > 1 for L in model.gpu.layers)
+    assert len(model.gpu.embed.chunks) > 1
+    run_parity(model, ref, [9, 8, 7, 6], steps=3, tol=5e-5)
+
+
+def test_prefill_longer_than_one_pass(gpu):
+    from piegpu.model import gpu_model
+    model, ref = tiny_model(tiny_config(max_pos=512), seed=6)
+    ws = model.working_set(400)
+    ids = [int(x) for x in np.random.default_rng(0).integers(0, 300, gpu_model.MAX_PREFILL_TOKENS + 37)]
+    a = ref.forward(ids, ref.new_cache())[-1]
+    b = model.gpu.forward(ws, ids)[0]
+    assert np.abs(a - b).max() < 1e-4 and ws.length == len(ids)
+
+
+def test_readout_of_several_rows(gpu):
+    model, ref = tiny_model(tiny_config(), seed=7)
+    ids = [1, 2, 3, 4, 5, 6]
+    a = ref.forward(ids, ref.new_cache())
+    b = model.gpu.forward(model.working_set(64), ids, readout=(2, 4))
+    assert b.shape == (4, 300) and np.abs(a[2:6] - b).max() < 5e-5
+
+
+def test_context_overflow_is_a_clear_error(gpu):
+    from piegpu.errors import ValidationError
+    model, _ = tiny_model(tiny_config(), seed=1)
+    ws = model.working_set(8)
+    with pytest.raises(ValidationError, match="exceed the working set's 8 positions"):
+        model.gpu.forward(ws, list(range(9)))
+
+
+@pytest.mark.parametrize("gtype", ["Q4_1", "Q8_0"])
+def test_quantized_blocks_repack_bit_exact(gtype):
+    import gguf
+    from gguf.quants import dequantize as gguf_dequantize
+    rng = np.random.default_rng(0)
+    rows, cols = 8, 64
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    qtype = getattr(gguf.GGMLQuantizationType, gtype)
+    blocks = gguf.quants.quantize(w, qtype)
+    ref = gguf_dequantize(blocks, qtype).reshape(rows, cols)
+    packed = pack_ggml(gtype, blocks.reshape(rows, -1), cols)
+    np.testing.assert_array_equal(dequantize(packed), ref)
+
+
+def test_dispatches_per_decoded_token(gpu):
+    model, _ = tiny_model(tiny_config(layers=3), seed=2)
+    ws = model.working_set(16)
+    model.gpu.forward(ws, [1, 2])
+    import wgpu
+    enc = model.gpu.device.create_command_encoder()
+    cpass = enc.begin_compute_pass()
+    _, n = model.gpu.encode(cpass, ws, 1, model.gpu.token_buffer([3]))
+    cpass.end()
+    assert n == 5 * 3 + 2  # embed, 5 per layer, logits
+
+
+# ---- the default model ----------------------------------------------------------------------------
+
+def test_default_model_greedy_matches_reference(default_model, default_reference):
+    tok = default_model.tokenizer
+    ids = tok.encode("Once upon a time").ids
+    ws = default_model.working_set(64)
+    cache = default_reference.new_cache()
+    a = default_reference.forward(ids, cache)[-1]
+    b = default_model.gpu.forward(ws, ids)[0]
+    errs, ref_toks, gpu_toks = [float(np.abs(a - b).max())], [], []
+    for _ in range(16):
+        ta, tb = int(a.argmax()), int(b.argmax())
+        ref_toks.append(ta)
+        gpu_toks.append(tb)
+        a = default_reference.forward([ta], cache)[-1]
+        b = default_model.gpu.forward(ws, [tb])[0]
+        errs.append(float(np.abs(a - b).max()))
+    text = tok.decode(gpu_toks)
+    print(f"GPU greedy: {text!r}; max abs logit error per step: {['%.1e' % e for e in errs]}")
+    assert gpu_toks == ref_toks
+    assert max(errs) < 1e-3
+    words = {"the", "a", "of", "and", "was", "city", "with", "in"}
+    assert len(words & set(text.lower().replace(",", " ").split())) >= 3
+
+
+def test_default_model_answers_paris(default_model):
+    g = default_model.generate("What is the capital of France?", max_tokens=24, chat=True)
+    text = g.run()
+    print(f"answer: {text!r}")
+    assert "Paris" in text

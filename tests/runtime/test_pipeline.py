@@ -1,0 +1,272 @@
+"""ForwardPass + Pipeline: the API.md device loop, fusion (no logits to the host, one submit per pass),
+stop semantics and rewind, device-side channel ops, failure handling."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from piegpu import (Channel, ChannelError, ForwardPass, StateGeometry, ValidationError, channel_capacity, dtype,
+                    eta)
+from piegpu.eta import intrinsics, reduce_argmax, reshape
+from tests.helpers import tiny_config, tiny_model
+
+
+def run(coro):
+    return asyncio.new_event_loop().run_until_complete(coro)
+
+
+@pytest.fixture(scope="module")
+def tiny(gpu):
+    return tiny_model(tiny_config(layers=2, vocab=300), seed=11)
+
+
+def prefill(pipe, ws, ids):
+    fwd = ForwardPass()
+    fwd.embed(Channel.from_(ids, dtype.i32), Channel.from_([0, len(ids)], dtype.u32))
+    fwd.state([ws], StateGeometry.folding())
+    run(pipe.submit(fwd))
+
+
+def greedy_loop(ws, first_token):
+    """The API.md device loop: argmax fed back on the device, tokens to the host."""
+    token_in = Channel.from_([first_token], dtype.i32)
+    token_out = Channel([1], dtype.i32).capacity(channel_capacity())
+    fwd = ForwardPass()
+    fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
+    fwd.state([ws], StateGeometry.folding())
+
+    @fwd.epilogue
+    def _():
+        token = reshape(reduce_argmax(intrinsics.output(0, "logits")), [1])
+        token_in.put(token)
+        token_out.put(token)
+    return fwd, token_in, token_out
+
+
+def host_greedy(model, ids, n):
+    """Greedy decoding with a host round trip per token: full logits read back, numpy argmax."""
+    ws = model.working_set(128)
+    logits = model.gpu.forward(ws, ids)[0]
+    out = []
+    for _ in range(n):
+        t = int(np.argmax(logits))
+        out.append(t)
+        logits = model.gpu.forward(ws, [t])[0]
+    return out
+
+
+def test_device_loop_matches_host_round_trip(tiny):
+    model, _ = tiny
+    ids = [5, 17, 42, 7]
+    pipe = model.pipeline()
+    ws = model.working_set(128)
+    prefill(pipe, ws, ids[:-1])
+    fwd, _, token_out = greedy_loop(ws, ids[-1])
+    got = []
+
+    async def on_token():
+        got.append(await token_out.take_scalar())
+        return True
+    assert run(pipe.run_ahead(fwd, 20, on_token)) == 20
+    assert got == host_greedy(model, ids, 20)
+    assert ws.length == len(ids) + 20 - 1
+
+
+def test_default_model_device_loop_matches_host_round_trip(default_model):
+    ids = default_model.tokenizer.encode("Once upon a time").ids
+    pipe = default_model.pipeline()
+    ws = default_model.working_set(64)
+    prefill(pipe, ws, ids[:-1])
+    fwd, _, token_out = greedy_loop(ws, ids[-1])
+    got = []
+
+    async def on_token():
+        got.append(await token_out.take_scalar())
+        return True
+    run(pipe.run_ahead(fwd, 16, on_token))
+    assert got == host_greedy(default_model, ids, 16)
+
+
+def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tiny, monkeypatch):
+    import wgpu
+    model, _ = tiny
+    pipe = model.pipeline()
+    ws = model.working_set(128)
+    prefill(pipe, ws, [1, 2, 3])
+    fwd, _, token_out = greedy_loop(ws, 4)
+    pipe.prepare(fwd)
+    events = []
+    enc_cls = type(model.gpu.device.create_command_encoder())
+    queue_cls = type(model.gpu.device.queue)
+    buf_cls = type(token_out.ensure(model.gpu.device))
+    orig_copy, orig_submit, orig_map = enc_cls.copy_buffer_to_buffer, queue_cls.submit, buf_cls.map_async
+    orig_read = queue_cls.read_buffer
+
+    def copy(self, src, src_off, dst, dst_off, size):
+        events.append(("copy", size))
+        return orig_copy(self, src, src_off, dst, dst_off, size)
+
+    def submit(self, bufs):
+        events.append(("submit", len(bufs)))
+        return orig_submit(self, bufs)
+
+    def map_async(self, *a, **k):
+        events.append(("wait", self.size))
+        return orig_map(self, *a, **k)
+
+    def read_buffer(self, *a, **k):
+        events.append(("read_buffer", 0))
+        return orig_read(self, *a, **k)
+
+    monkeypatch.setattr(enc_cls, "copy_buffer_to_buffer", copy)
+    monkeypatch.setattr(queue_cls, "submit", submit)
+    monkeypatch.setattr(buf_cls, "map_async", map_async)
+    monkeypatch.setattr(queue_cls, "read_buffer", read_buffer)
+    before = pipe.stats.passes
+
+    async def on_token():
+        await token_out.take_scalar()
+        return True
+    n = run(pipe.run_ahead(fwd, 12, on_token))
+    passes = pipe.stats.passes - before
+    submits = [e for e in events if e[0] == "submit"]
+    vocab_bytes = model.config.vocab_size * 4
+    assert n == 12 and passes == 12 and len(submits) == passes
+    assert all(size < vocab_bytes for kind, size in events if kind == "copy"), "logits-sized copy to the host"
+    assert not [e for e in events if e[0] == "read_buffer"]
+    first_wait = next(i for i, e in enumerate(events) if e[0] == "wait")
+    assert sum(1 for e in events[:first_wait] if e[0] == "submit") == pipe.window  # no wait inside the window
+
+
+def test_stop_token_mid_window_and_continuation(tiny):
+    model, _ = tiny
+    ids = [5, 17, 42, 7]
+    expected = host_greedy(model, ids, 12)
+    stop_at = 5  # stop when the 5th token arrives, with passes still in flight
+    pipe = model.pipeline()
+    ws = model.working_set(128)
+    prefill(pipe, ws, ids[:-1])
+    fwd, token_in, token_out = greedy_loop(ws, ids[-1])
+    got = []
+
+    async def on_token():
+        got.append(await token_out.take_scalar())
+        return len(got) < stop_at
+    calls = run(pipe.run_ahead(fwd, 12, on_token))
+    assert calls == stop_at and got == expected[:stop_at]
+    assert ws.length == len(ids) + stop_at - 1  # the stop token itself is not embedded yet
+    assert token_out.count == 0 and token_in.count == 1
+    # a later run on the same working set continues exactly where the host stopped
+    more = []
+
+    async def on_more():
+        more.append(await token_out.take_scalar())
+        return True
+    run(pipe.run_ahead(fwd, 7, on_more))
+    assert got + more == expected
+
+
+def test_exception_in_on_token_rewinds(tiny):
+    model, _ = tiny
+    ids = [9, 8, 7]
+    expected = host_greedy(model, ids, 8)
+    pipe = model.pipeline()
+    ws = model.working_set(128)
+    prefill(pipe, ws, ids[:-1])
+    fwd, _, token_out = greedy_loop(ws, ids[-1])
+    got = []
+
+    async def on_token():
+        got.append(await token_out.take_scalar())
+        if len(got) == 3:
+            raise KeyboardInterrupt
+        return True
+    with pytest.raises(KeyboardInterrupt):
+        run(pipe.run_ahead(fwd, 8, on_token))
+    assert ws.length == len(ids) + 3 - 1
+
+    async def on_more():
+        got.append(await token_out.take_scalar())
+        return True
+    run(pipe.run_ahead(fwd, 5, on_more))
+    assert got == expected
+
+
+def test_device_channel_ops_take_read_put(tiny):
+    model, _ = tiny
+    pipe = model.pipeline()
+    ws = model.working_set(64)
+    counter = Channel.from_([10], dtype.i32).named("counter")
+    peek = Channel.from_([100], dtype.i32).named("peek")
+    out = Channel([3], dtype.i32).capacity(8).named("out")
+    tokens = Channel([1], dtype.i32).capacity(4)
+    fwd = ForwardPass()
+    fwd.embed(tokens, Channel.from_([0, 1], dtype.u32))
+    fwd.state([ws], StateGeometry.folding())
+
+    @fwd.epilogue
+    def _():
+        c = counter.take()
+        p = peek.read()
+        counter.put(c + 1)
+        out.put(eta.concat([c, p, reshape(reduce_argmax(intrinsics.output(0)), [1])]))
+
+    for t in (3, 4, 5):
+        tokens.put([t])
+        run(pipe.submit(fwd))
+    rows = [run(out.take()).tolist() for _ in range(3)]
+    assert [r[:2] for r in rows] == [[10, 100], [11, 100], [12, 100]]
+    assert peek.count == 1 and counter.count == 1
+
+
+def test_blocked_pass_is_a_channel_error_not_a_hang(tiny):
+    model, _ = tiny
+    pipe = model.pipeline()
+    ws = model.working_set(64)
+    prefill(pipe, ws, [1, 2])
+    fwd, _, token_out = greedy_loop(ws, 3)
+
+    async def on_token():  # never takes: token_out fills up and no pass in flight can drain it
+        return True
+    with pytest.raises(ChannelError, match="cannot submit pass"):
+        run(pipe.run_ahead(fwd, 50, on_token))
+    empty = ForwardPass()
+    empty.embed(Channel([1], dtype.i32), Channel.from_([0, 1], dtype.u32))
+    empty.state([ws], StateGeometry.folding())
+    with pytest.raises(ChannelError, match="holds 0 cells"):
+        run(pipe.submit(empty))
+
+
+def test_failed_submit_poisons_the_pass_channels(tiny, monkeypatch):
+    model, _ = tiny
+    pipe = model.pipeline()
+    ws = model.working_set(64)
+    prefill(pipe, ws, [1, 2])
+    fwd, _, token_out = greedy_loop(ws, 3)
+    pipe.prepare(fwd)
+    queue_cls = type(model.gpu.device.queue)
+
+    def boom(self, bufs):
+        raise RuntimeError("simulated device loss")
+    monkeypatch.setattr(queue_cls, "submit", boom)
+    with pytest.raises(RuntimeError, match="simulated device loss"):
+        run(pipe.submit(fwd))
+    with pytest.raises(ChannelError, match="simulated device loss"):
+        run(token_out.take())
+
+
+def test_forward_pass_validation(tiny):
+    model, _ = tiny
+    pipe = model.pipeline()
+    fwd = ForwardPass()
+    with pytest.raises(ValidationError, match="embeds nothing"):
+        run(pipe.submit(fwd))
+    fwd.embed(Channel.from_([1, 2], dtype.i32), Channel.from_([0, 3], dtype.u32))
+    fwd.state([model.working_set(16)], StateGeometry.folding())
+    with pytest.raises(ValidationError, match="indptr \\[0, 3\\] does not describe the 2"):
+        run(pipe.submit(fwd))
+    with pytest.raises(ValidationError, match="Channels"):
+        ForwardPass().embed([1, 2], None)
