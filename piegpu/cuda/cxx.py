@@ -20,7 +20,7 @@ from typing import Callable
 
 from ..kernel import ir
 from ..kernel.cstyle import CStyle, f32_bits, f32_repr
-from ..kernel.plan import Limits, Plan, plan
+from ..kernel.plan import Limits, Plan, plan as make_plan
 
 # CUDA, HIP and Apple GPUs all run 1024 threads per group; the grid is still folded at
 # 65535 groups per dimension, the smallest y limit among them.
@@ -202,7 +202,7 @@ CASTS = {
 
 def plan_cxx(prog, limits: Limits | None = None) -> Plan:
     """Plan a program for a C++ target (CXX_LIMITS unless the device says otherwise)."""
-    return plan(prog, limits or CXX_LIMITS)
+    return make_plan(prog, limits or CXX_LIMITS)
 
 
 def _names(node, kinds: tuple) -> set:
@@ -259,6 +259,8 @@ class CxxStyle(CStyle):
     prelude = PRELUDE
     version = "cxx"
     header: tuple = ()  # lines that define ETA_FN, ETA_AS_FLOAT, ETA_AS_UINT, ETA_MATH
+    # the target's spelling of: thread index in the group, group x and y, number of groups in x
+    local_index = group_x = group_y = groups_x = ""
 
     def __init__(self, prefix: str = ""):
         self.prefix = prefix  # kernel-name prefix, so several programs can share one translation unit
@@ -348,8 +350,6 @@ class CxxStyle(CStyle):
         if overshoot:
             out.append(f"  if (wid >= {k.groups}u) {{ return; }}")
         return out
-
-    local_index = group_x = group_y = groups_x = ""
 
     def module_open(self, plan) -> list:
         lines = [f"// piegpu eta program {plan.prog.hash[:16]} ({self.version})"]

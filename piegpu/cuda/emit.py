@@ -9,18 +9,21 @@ Launch layout of the emitted source (one translation unit per program):
   inputs and outputs live in the arena at `plan.inputs` / `plan.outputs` word offsets.
 - Grid: `kernel.cstyle.grid(kernel.groups, plan.limits.max_groups_per_dim)` as
   (x, y, 1); a block beyond `groups` returns at once. Block: (kernel.workgroup, 1, 1).
+  Planning uses cxx.CXX_LIMITS (1024 threads, 65535 groups per dimension) unless
+  `emit(..., limits=...)` says otherwise.
 - Shared memory is static (`__shared__` arrays); no dynamic shared memory is needed.
 - A comment above each kernel repeats its grid and block.
 
-Compile with `nvcc -ptx` (or NVRTC) for sm_50 or newer; no fast-math flags are needed
-or wanted (the helpers rely on IEEE float division and compares).
+Compile with `nvcc -ptx` (or NVRTC) for sm_50 or newer, without --use_fast_math (it
+flushes subnormals and approximates division; eta expects IEEE f32).
 """
 
 from __future__ import annotations
 
+from ..eta.program import Program
 from ..kernel import ir
 from ..kernel.cstyle import grid
-from ..kernel.plan import Limits
+from ..kernel.plan import Limits, Plan
 from .cxx import CxxStyle, cxx_ops, plan_cxx
 
 VERSION = "cuda-1"
@@ -70,11 +73,11 @@ class CUDA(CxxStyle):
         return out + self.thread_ids(k, (gx, gy))
 
 
-def render(plan, prefix: str = "") -> str:
+def render(plan: Plan, prefix: str = "") -> str:
     """CUDA C++ source of a plan: one `extern "C" __global__` kernel per KIR kernel."""
     return CUDA(prefix).module(plan)
 
 
-def emit(prog, target: str = "cuda", prefix: str = "", limits: Limits | None = None) -> str:
+def emit(prog: Program, target: str = "cuda", prefix: str = "", limits: Limits | None = None) -> str:
     """CUDA C++ source for an eta program; `prefix` goes before every kernel name; `limits` default to CXX_LIMITS."""
     return render(plan_cxx(prog, limits), prefix)

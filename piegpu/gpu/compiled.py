@@ -41,7 +41,9 @@ def emitter_version(target: str) -> str:
         from pathlib import Path
         mod = _target_module(target)
         h = hashlib.sha256()
-        files = sorted(Path(__file__).parent.parent.joinpath("kernel").glob("*.py")) + [Path(mod.__file__)]
+        # every file of the target's package: an emitter may keep its rules in sibling modules
+        files = (sorted(Path(__file__).parent.parent.joinpath("kernel").glob("*.py"))
+                 + sorted(Path(mod.__file__).parent.glob("*.py")))
         for f in files:
             h.update(f.read_bytes())
         hit = _digests[target] = f"{mod.VERSION}+{h.hexdigest()[:12]}"

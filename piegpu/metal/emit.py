@@ -3,28 +3,32 @@
 Launch layout of the emitted library (one MSL source per program):
 
 - One `kernel void` function per KIR kernel, in dispatch order; encode them in that
-  order into one compute command encoder (each kernel reads what the earlier ones wrote;
-  Metal orders dispatches of one encoder that touch the same buffers).
+  order into one compute command encoder of the default (serial) dispatch type, so each
+  kernel sees what the earlier ones wrote.
 - Buffers: `[[buffer(i)]]` for i in `plan.bindings` order (arena first, then the runtime
   intrinsics, then one per channel), each a `device uint*` of 32-bit words. Program
   inputs and outputs live in the arena at `plan.inputs` / `plan.outputs` word offsets.
 - Threadgroups per grid: `kernel.cstyle.grid(kernel.groups, plan.limits.max_groups_per_dim)`
   as (x, y, 1) with dispatchThreadgroups; a threadgroup beyond `groups` returns at once.
-  Threads per threadgroup: (kernel.workgroup, 1, 1).
+  Threads per threadgroup: (kernel.workgroup, 1, 1). Planning uses cuda.cxx.CXX_LIMITS
+  (1024 threads, 65535 groups per dimension) unless `emit(..., limits=...)` says otherwise.
 - Threadgroup arrays are declared inside each kernel; no setThreadgroupMemoryLength is needed.
 - A comment above each kernel repeats its threadgroup grid and size.
 
 Compile with fast math off (MTLCompileOptions.mathMode = MTLMathModeSafe, or
-fastMathEnabled = NO) for IEEE arithmetic; the helpers test NaN and inf on the bits, so
-comparisons, max/min, casts and fmod stay exact either way.
+fastMathEnabled = NO) for IEEE arithmetic. The helpers classify NaN and inf inputs on
+the bits, so comparisons, casts, max/min and fmod stay exact under fast math wherever the
+true result is a number; fast math may still lose a NaN result, and Apple GPUs may flush
+f32 subnormals to zero.
 """
 
 from __future__ import annotations
 
 from ..cuda.cxx import CxxStyle, cxx_ops, plan_cxx
+from ..eta.program import Program
 from ..kernel import ir
 from ..kernel.cstyle import grid
-from ..kernel.plan import Limits
+from ..kernel.plan import Limits, Plan
 
 VERSION = "msl-1"
 _RELAXED = "memory_order_relaxed"
@@ -79,11 +83,11 @@ class MSL(CxxStyle):
         return out + self.thread_ids(k, (gx, gy))
 
 
-def render(plan, prefix: str = "") -> str:
+def render(plan: Plan, prefix: str = "") -> str:
     """MSL source of a plan: one `kernel void` function per KIR kernel."""
     return MSL(prefix).module(plan)
 
 
-def emit(prog, target: str = "msl", prefix: str = "", limits: Limits | None = None) -> str:
+def emit(prog: Program, target: str = "msl", prefix: str = "", limits: Limits | None = None) -> str:
     """MSL source for an eta program; `prefix` goes before every kernel name; `limits` default to CXX_LIMITS."""
     return render(plan_cxx(prog, limits), prefix)

@@ -20,12 +20,15 @@ entry block (naga rejects infinite and NaN float literals).
 
 from __future__ import annotations
 
+import struct
+from typing import Callable
+
 from ..errors import CompileError
 from ..kernel import ir
-from ..kernel.cstyle import grid
+from ..kernel.cstyle import f32_bits, grid
 from ..kernel.ir import BOOL, F32, I32, U32
 from . import spec
-from .module import Function, Module, f32_bits, instruction, string_words
+from .module import Function, Module, instruction, string_words
 from .prelude import HELPERS
 from .rules import CASTS, NAN_BITS, RULES
 from .spec import OP
@@ -36,7 +39,8 @@ DEVICE, RELAXED = spec.SCOPE_DEVICE, spec.SEM_RELAXED
 BARRIER_SEMANTICS = spec.SEM_ACQUIRE_RELEASE | spec.SEM_WORKGROUP_MEMORY | spec.SEM_UNIFORM_MEMORY
 
 
-def _rule(op: str, dt):
+def rule(op: str, dt) -> Callable:
+    """The rule of elementwise `op` for input dtype `dt` (CompileError naming the op if there is none)."""
     r = RULES.get(f"{op}.{dt.kind}") or RULES.get(op)
     if r is None:
         raise CompileError(f"spirv: no rule for op {op!r} on {dt.name}. Fix: add it to the SPIR-V rule table "
@@ -95,11 +99,8 @@ class Coder:
         raise CompileError(f"spirv: no constant of dtype {dt.name}")
 
     def nan(self) -> int:
-        """The canonical quiet NaN (0x7fc00000)."""
-        hit = self._hoisted.get(NAN_BITS)
-        if hit is None:
-            hit = self._hoisted[NAN_BITS] = self.fn.hoist(OP.Bitcast, self.ty(F32), self.mod.const_u32(NAN_BITS))
-        return hit
+        """The canonical quiet NaN (0x7fc00000, as the WGSL prelude's)."""
+        return self.const(struct.unpack("<f", struct.pack("<I", NAN_BITS))[0], F32)
 
     def _magnitude(self, x: int) -> int:
         return self.op(OP.BitwiseAnd, U32, self.op(OP.Bitcast, U32, x), self.const(0x7FFFFFFF, U32))
@@ -143,17 +144,17 @@ class Coder:
             args = [self._expr(a) for a in e.args]
             if e.op == "cast":
                 src, dst = e.args[0].dtype, e.dtype
-                rule = CASTS.get((src.kind, dst.kind))
-                if rule is None:
+                cast_rule = CASTS.get((src.kind, dst.kind))
+                if cast_rule is None:
                     raise CompileError(f"spirv: no cast rule {src.name} -> {dst.name}")
-                return rule(self, args[0])
+                return cast_rule(self, args[0])
             if e.op == "bitcast":
                 src = e.args[0].dtype
                 if src == BOOL or e.dtype == BOOL:
                     raise CompileError(f"spirv: cannot bitcast {src.name} -> {e.dtype.name}")
                 return args[0] if src == e.dtype else self.op(OP.Bitcast, e.dtype, args[0])
             in_dt = e.args[1].dtype if e.op == "select" else e.args[0].dtype
-            return _rule(e.op, in_dt)(self, args, in_dt, e.dtype)
+            return rule(e.op, in_dt)(self, args, in_dt, e.dtype)
         raise CompileError(f"spirv: cannot emit expression {e!r}")
 
     def _lookup(self, name: str):
@@ -269,8 +270,8 @@ class Coder:
 
         # f32: naga 29 cannot read a module that uses OpAtomicCompareExchange's result (its
         # SPIR-V reader never emits the `old_value` access and its Vulkan writer panics;
-        # fixed upstream by gfx-rs/wgpu#9621), so
-        # add by exchange instead: take the word out (leaving +0.0), add our carry, put the
+        # fixed upstream by gfx-rs/wgpu#9621), so add by exchange instead of WGSL's
+        # compare-exchange loop: take the word out (leaving +0.0), add our carry, put the
         # sum back; a nonzero word displaced by the put is another invocation's deposit,
         # which becomes our carry. No invocation ever waits on another (no lock), and the
         # sum is conserved; only the summation order differs, as with any float atomic.

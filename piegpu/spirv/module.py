@@ -22,11 +22,6 @@ def instruction(opcode: int, *operands: int) -> list:
     return [((len(words) + 1) << 16) | opcode] + words
 
 
-def f32_bits(v: float) -> int:
-    """The IEEE bits of v rounded to f32."""
-    return struct.unpack("<I", struct.pack("<f", v))[0]
-
-
 class Module:
     """Sections in SPIR-V logical layout order; types and constants are created once per key."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 MAGIC = 0x07230203
 VERSION_1_3 = 0x00010300
-GENERATOR = 0  # no registered tool id (0 = "unknown"; the low half would be our version)
+GENERATOR = 0  # piegpu has no registered generator id; 0 reads as "unknown tool"
 
 # opcode name -> number
 OPCODES = {

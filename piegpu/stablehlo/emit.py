@@ -154,17 +154,7 @@ def _arg(largest: bool):
 
 def _scan(name: str, identity):
     def rule(b: Builder, n, x: Val) -> Val:
-        # Hillis-Steele: log2(n) shifted combines (reduce_window would be O(n^2) on XLA:CPU).
-        r, size = len(x.shape), x.shape[-1]
-        fill = b.const(identity, x.dtype)
-        d = 1
-        while d < size:
-            lead = [0] * (r - 1)
-            cut = b.slice(x, [0] * r, list(x.shape[:-1]) + [size - d])
-            shifted = b.pad(cut, fill, lead + [d], lead + [0])
-            x = b.ew(name, x, shifted)
-            d *= 2
-        return x
+        return b.prefix_scan(x, b.const(identity, x.dtype), lambda acc, v: b.ew(name, acc, v))
     return rule
 
 

@@ -214,6 +214,17 @@ class Builder:
         return self.op("reduce", xs + inits, [(x.dtype, shape) for x in xs], {"dimensions": _i64s([dim])},
                        [region])
 
+    def prefix_scan(self, x: Val, init: Val, fn) -> Val:
+        """Inclusive scan of the last axis: a reduce_window over everything up to each element."""
+        r, n = len(x.shape), x.shape[-1]
+        pad = ", ".join(["[0, 0]"] * (r - 1) + [f"[{n - 1}, 0]"])
+        ones = [1] * r
+        attrs = {"window_dimensions": _i64s(ones[:-1] + [n]), "window_strides": _i64s(ones),
+                 "base_dilations": _i64s(ones), "window_dilations": _i64s(ones),
+                 "padding": f"dense<[{pad}]> : tensor<{r}x2xi64>"}
+        region = self.body([x.dtype, x.dtype], fn)
+        return self.op("reduce_window", [x, init], [(x.dtype, x.shape)], attrs, [region])[0]
+
     def sort(self, xs: list, dim: int, fn) -> list:
         """Sort along `dim`; fn(lhs0, rhs0, lhs1, rhs1, ...) -> i1 'lhs goes first'."""
         region = self.body([t for x in xs for t in (x.dtype, x.dtype)], fn)

@@ -30,28 +30,48 @@ fn eta_f2u(x: f32) -> u32 {
   if (eta_isnan(x)) { return 0u; }
   return u32(clamp(x, 0.0, 4294967040.0));
 }
-// C fmod, exact for every finite input: integer long division of the mantissas
-// (a float formula such as a - b * trunc(a / b) is wrong near multiples of b).
+// C fmod, exact for every finite input (subnormals too): integer long division of the
+// normalized mantissas, the result assembled from bits (a float formula such as
+// a - b * trunc(a / b) is wrong near multiples of b).
 fn eta_fmod(a: f32, b: f32) -> f32 {
-  if (eta_isnan(a) || eta_isnan(b) || eta_isinf(a) || b == 0.0) { return bitcast<f32>(0x7fc00000u); }
-  if (eta_isinf(b)) { return a; }
-  let sign = bitcast<u32>(a) & 0x80000000u;
   let ua = bitcast<u32>(a) & 0x7fffffffu;
   let ub = bitcast<u32>(b) & 0x7fffffffu;
-  if (ua < ub) { return a; }
+  if (eta_isnan(a) || eta_isnan(b) || eta_isinf(a) || ub == 0u) { return bitcast<f32>(0x7fc00000u); }
+  if (eta_isinf(b) || ua < ub) { return a; }
+  let sign = bitcast<u32>(a) & 0x80000000u;
   var ea = i32(ua >> 23u);
   var eb = i32(ub >> 23u);
   var ma = ua & 0x7fffffu;
   var mb = ub & 0x7fffffu;
-  if (ea == 0) { ea = 1; } else { ma = ma | 0x800000u; }
-  if (eb == 0) { eb = 1; } else { mb = mb | 0x800000u; }
+  if (ea == 0) {
+    ea = 1;
+    while (ma < 0x800000u) { ma = ma << 1u; ea = ea - 1; }
+  } else {
+    ma = ma | 0x800000u;
+  }
+  if (eb == 0) {
+    eb = 1;
+    while (mb < 0x800000u) { mb = mb << 1u; eb = eb - 1; }
+  } else {
+    mb = mb | 0x800000u;
+  }
   var m = ma;
   for (var e = ea; e > eb; e = e - 1) {
     if (m >= mb) { m = m - mb; }
     m = m << 1u;
   }
   if (m >= mb) { m = m - mb; }
-  return bitcast<f32>(bitcast<u32>(ldexp(f32(m), eb - 150)) | sign);
+  if (m == 0u) { return bitcast<f32>(sign); }
+  while (m < 0x800000u && eb > 1) { m = m << 1u; eb = eb - 1; }
+  var bits: u32 = 0u;
+  if (eb < 1) {
+    bits = m >> u32(1 - eb);
+  } else if (m < 0x800000u) {
+    bits = m;
+  } else {
+    bits = (u32(eb) << 23u) | (m & 0x7fffffu);
+  }
+  return bitcast<f32>(bits | sign);
 }
 fn eta_pow(a: f32, b: f32) -> f32 {
   if (b == 0.0 || a == 1.0) { return 1.0; }

@@ -125,25 +125,34 @@ def _inputs(op: str, ins: tuple) -> list:
     return more
 
 
+# Integer division by a literal skips the zero/-1 guard (cxx.CxxStyle.expr): run that path too.
+CONST_DIVISORS = {I32: (3, -3, 7, -(1 << 31)), U32: (3, 7, 0x80000000)}
+
+
 @lru_cache(maxsize=None)
 def _cases() -> list:
-    """(op, input dtypes, output dtype) for every elementwise op, cast and bitcast."""
+    """(op, input dtypes, output dtype, literal second operand or None) for every elementwise op and cast."""
     out = []
     for op in ELEMENTWISE:
         for ins in accepted(op):
             if op in ("cast", "bitcast"):
-                out.append((op, (ins[0],), ins[1]))
+                out.append((op, (ins[0],), ins[1], None))
             else:
                 node_t = OPS[op].infer(op, [TType(t, (4,)) for t in ins], {})
-                out.append((op, ins, node_t.dtype))
+                out.append((op, ins, node_t.dtype, None))
+    for dt, divisors in CONST_DIVISORS.items():
+        for op in ("div", "rem"):
+            out += [(op, (dt, dt), dt, c) for c in divisors]
     return out
 
 
 def _source() -> str:
     style = HostCxx()
     lines = [f"// host build of the shared C++ rules ({len(_cases())} cases)"] + list(style.header) + [style.prelude]
-    for k, (op, ins, out) in enumerate(_cases()):
+    for k, (op, ins, out, literal) in enumerate(_cases()):
         args = tuple(ir.Var("abc"[j], t) for j, t in enumerate(ins))
+        if literal is not None:
+            args = (args[0], ir.Const(literal, ins[1]))
         body = style.expr(ir.Op(op, args, out))
         lines.append(f'extern "C" void case{k}(const uint* A, const uint* B, const uint* C, uint* out, int n) {{')
         lines.append("  for (int i = 0; i < n; ++i) {")
@@ -192,10 +201,12 @@ def _run_case(lib, k: int, arrays: list, out_dt) -> np.ndarray:
 def test_rules_execute_like_the_interpreter(workdir, mode):
     lib = _library(mode, workdir)
     failures = []
-    for k, (op, ins, out) in enumerate(_cases()):
+    for k, (op, ins, out, literal) in enumerate(_cases()):
         if mode == "fastmath" and op not in FAST_MATH_EXACT and F32 in ins + (out,):
             continue
         arrays = _inputs(op, ins)
+        if literal is not None:
+            arrays[1] = np.full_like(arrays[1], literal)
         attrs = (out,) if op in ("cast", "bitcast") else ()
         node = Node(op, tuple(range(len(ins))), attrs, TType(out, (arrays[0].size,)))
         with np.errstate(all="ignore"):
@@ -204,7 +215,7 @@ def test_rules_execute_like_the_interpreter(workdir, mode):
         if mode == "fastmath" and out == F32:
             keep = ~np.isnan(want)
             want, got, arrays = want[keep], got[keep], [a[keep] for a in arrays]
-        what = f"{op} {[t.name for t in ins]} -> {out.name} ({mode})"
+        what = f"{op} {[t.name for t in ins]} -> {out.name} ({mode}{f', by literal {literal}' if literal else ''})"
         try:
             compare(want, got, op not in TRANSCENDENTAL, what)
             if op in TRANSCENDENTAL:  # special values must still come out special

