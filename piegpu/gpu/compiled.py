@@ -42,8 +42,9 @@ def emitter_version(target: str) -> str:
         mod = _target_module(target)
         h = hashlib.sha256()
         # every file of the target's package: an emitter may keep its rules in sibling modules
-        files = (sorted(Path(__file__).parent.parent.joinpath("kernel").glob("*.py"))
-                 + sorted(Path(mod.__file__).parent.glob("*.py")))
+        root = Path(__file__).parent.parent
+        files = (sorted(root.joinpath("kernel").glob("*.py")) + sorted(Path(mod.__file__).parent.glob("*.py"))
+                 + [root / "eta" / "interp.py", root / "eta" / "counter_rng.py"])  # constant folding, RNG
         for f in files:
             h.update(f.read_bytes())
         hit = _digests[target] = f"{mod.VERSION}+{h.hexdigest()[:12]}"
