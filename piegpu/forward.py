@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .channel import Channel
@@ -11,16 +9,42 @@ from .dtypes import dtype
 from .errors import ValidationError
 
 
-@dataclass(frozen=True)
 class StateGeometry:
     """How a pass changes its working sets' KV state."""
 
-    kind: str
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.channel: Channel | None = None
+
+    def __repr__(self) -> str:
+        return f"StateGeometry.{self.kind}()"
 
     @staticmethod
     def folding() -> "StateGeometry":
         """Append every embedded token to the sequence (prefill and decode)."""
         return StateGeometry("folding")
+
+    @staticmethod
+    def accepting() -> "StateGeometry":
+        """The epilogue decides on the device how many embedded tokens stay: call geometry.keep(n).
+
+        For speculative verification: a pass embeds the pending token plus k drafts and
+        keeps accepted + 1 of them; the KV length advances on the device. The host's view
+        of the length is an upper bound until it learns the count (ws.note_length).
+        """
+        g = StateGeometry("accepting")
+        g.channel = Channel([1], dtype.u32).named("kept-tokens")
+        return g
+
+    def keep(self, n) -> None:
+        """Inside the epilogue of an accepting pass: keep the first n embedded tokens (clamped to the pass)."""
+        if self.kind != "accepting":
+            raise ValidationError("keep(n) is only for StateGeometry.accepting() passes")
+        from . import eta
+        t = eta.api.to_tensor(n, None, "keep")
+        if t.dtype not in (dtype.i32, dtype.u32) or t.size != 1:
+            raise ValidationError(f"keep(n): n must be one i32/u32 value, got {t.type!r}")
+        self.channel.put(eta.reshape(eta.cast(t, dtype.u32), [1]))
 
 
 class ForwardPass:

@@ -92,6 +92,16 @@ class Pipeline:
         compiled = compile_program(prog, self.target, self.gpu.dev)
         self.stats.compiles += 1
         counts = {s: tuple(c) for s, c in compiled.channel_counts.items()}
+        keep = fwd.geometry.channel if fwd.geometry.kind == "accepting" else None
+        if keep is not None:
+            if keep not in channels:
+                raise ValidationError("an accepting pass's epilogue must call geometry.keep(n) once per pass")
+            slot = channels.index(keep)
+            takes, puts = counts[slot]
+            if puts != 1:
+                raise ValidationError("geometry.keep(n) must be called exactly once per pass")
+            counts[slot] = (takes + 1, puts)  # the advance kernel takes the count after the epilogue
+            keep._device_consumer = True
         for slot, (takes, _) in counts.items():
             if takes:
                 channels[slot]._device_consumer = True
@@ -142,7 +152,8 @@ class Pipeline:
             ch = pp.channels[slot]
             if ch._poison is not None:
                 raise ChannelError(f"Channel{ch._label()} is poisoned by a failed pass: {ch._poison}") from ch._poison
-            if ch.count < takes:
+            own = 1 if ch is pp.fwd.geometry.channel else 0  # the keep count is put and taken in the same pass
+            if ch.count + own < takes:
                 return f"Channel{ch._label()} holds {ch.count} cells but the pass takes {takes}"
             if ch.count - takes + puts > ch._capacity:
                 return f"Channel{ch._label()} would overflow its capacity {ch._capacity}"
@@ -169,14 +180,12 @@ class Pipeline:
         tokens = pp.fwd.tokens.ensure(self.device)
         logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout)
         n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
-        n += self.gpu.encode_advance(cpass, ws, pp.T)
+        keep = pp.fwd.geometry.channel
+        n += self.gpu.encode_advance(cpass, ws, pp.T, keep._buffer if keep is not None else None)
         cpass.end()
         # Host mirror: consume taken cells, then register the cells this pass puts.
         for slot, (takes, puts) in pp.counts.items():
             ch = pp.channels[slot]
-            for _ in range(takes):
-                ch._cells.pop(ch._head, None)
-                ch._head += 1
             for seq in range(puts):
                 idx = ch._tail + seq
                 if ch._device_consumer:
@@ -187,6 +196,9 @@ class Pipeline:
                     self.stats.staged_bytes += ch.cell_words * 4
                     ch._cells[idx] = _cell("staged", pid, st)
             ch._tail += puts
+            for _ in range(takes):
+                ch._cells.pop(ch._head, None)
+                ch._head += 1
         fence = self._fence()
         enc.copy_buffer_to_buffer(ws.state, 0, fence, 0, 16)
         try:

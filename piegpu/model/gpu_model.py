@@ -149,6 +149,12 @@ class WorkingSet:
         self.model.device.queue.write_buffer(self.state, 0, np.zeros(4, np.uint32).tobytes())
         self.length = 0
 
+    def note_length(self, n: int) -> None:
+        """Tell the host the device's length (after an accepting pass); nothing is written."""
+        if not 0 <= n <= self.max_tokens:
+            raise ValidationError(f"note_length({n}): outside 0..{self.max_tokens}")
+        self.length = n
+
     def set_length(self, n: int) -> None:
         """Truncate the sequence to its first n positions (device and host views)."""
         if not 0 <= n <= self.length:
@@ -375,9 +381,12 @@ class GpuModel:
                                                "EPS": float(c.rms_norm_eps)}, None,
                             {0: x, 1: w, 2: out}, (ceil(T / 64), 1, 1), key=key)
 
-    def encode_advance(self, cpass, ws: WorkingSet, T: int) -> int:
-        """Record state[0] += T (the sequence length) after a pass."""
-        return self._simple(cpass, "advance", {"N": T}, None, {0: ws.state}, (1, 1, 1), key=(ws._binds, "adv", T))
+    def encode_advance(self, cpass, ws: WorkingSet, T: int, keep=None) -> int:
+        """Record state[0] += T after a pass, or += the count in channel buffer `keep` (at most T)."""
+        if keep is None:
+            return self._simple(cpass, "advance", {"N": T}, None, {0: ws.state}, (1, 1, 1), key=(ws._binds, "adv", T))
+        return self._simple(cpass, "advance_accept", {"N": T}, None, {0: ws.state, 1: keep}, (1, 1, 1),
+                            key=(ws._binds, "adv-keep", T, keep))
 
     # ---- host-driven forward (tests, host-side sampling, benchmarks) ------------------------
     def token_buffer(self, ids) -> object:
