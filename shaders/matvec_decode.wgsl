@@ -6,7 +6,7 @@
 // RoPE + KV-cache write, SwiGLU).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<uniform> x: array<vec4<f32>, {{K4}}>;
-@group(0) @binding(2) var<storage, read> norm_w: array<vec4<f32>>;
+@group(0) @binding(2) var<uniform> norm_w: array<vec4<f32>, {{K4}}>;
 
 const R: u32 = {{R}}u;          // rows per invocation
 const ROWS: u32 = {{ROWS}}u;    // rows in this chunk of W
@@ -31,16 +31,29 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   }
   var acc = array<f32, R>();
   for (var b = 0u; b < NB; b++) {
-    var xb = array<vec4<f32>, 8>();
-    var xsum = 0.0;
-    for (var j = 0u; j < 8u; j++) {
-      var v = x[b * 8u + j];
-      if (NORM) { v = v * scale * norm_w[b * 8u + j]; }
-      xb[j] = v;
-      xsum += v.x + v.y + v.z + v.w;
+    let k = b * 8u;
+    var x0 = x[k];
+    var x1 = x[k + 1u];
+    var x2 = x[k + 2u];
+    var x3 = x[k + 3u];
+    var x4 = x[k + 4u];
+    var x5 = x[k + 5u];
+    var x6 = x[k + 6u];
+    var x7 = x[k + 7u];
+    if (NORM) {
+      x0 *= scale * norm_w[k];
+      x1 *= scale * norm_w[k + 1u];
+      x2 *= scale * norm_w[k + 2u];
+      x3 *= scale * norm_w[k + 3u];
+      x4 *= scale * norm_w[k + 4u];
+      x5 *= scale * norm_w[k + 5u];
+      x6 *= scale * norm_w[k + 6u];
+      x7 *= scale * norm_w[k + 7u];
     }
+    let xs4 = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+    let xsum = xs4.x + xs4.y + xs4.z + xs4.w;
     for (var rr = 0u; rr < R; rr++) {
-      acc[rr] += block_dot((r0 + rr) * (NB * WB) + b * WB, xb, xsum);
+      acc[rr] += block_dot((r0 + rr) * (NB * WB) + b * WB, x0, x1, x2, x3, x4, x5, x6, x7, xsum);
     }
   }
   epilogue(0u, ROW0 + r0, acc);

@@ -143,6 +143,7 @@ class WorkingSet:
     state: object  # u32 buffer: [length, ...]
     length: int = 0  # the host's view of the length (advanced as passes are submitted)
     _binds: dict = field(default_factory=dict)
+    _plans: dict = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget every position (the caches are overwritten as the sequence regrows)."""
@@ -161,6 +162,17 @@ class WorkingSet:
             raise ValidationError(f"set_length({n}): the working set holds {self.length} positions")
         self.model.device.queue.write_buffer(self.state, 0, np.array([n, 0, 0, 0], np.uint32).tobytes())
         self.length = n
+
+
+def replay(cpass, plan: list) -> None:
+    """Record a prepared list of (pipeline, bind group, workgroups) into a compute pass."""
+    last = None
+    for pipeline, bind_group, groups in plan:
+        if pipeline is not last:
+            cpass.set_pipeline(pipeline)
+            last = pipeline
+        cpass.set_bind_group(0, bind_group)
+        cpass.dispatch_workgroups(*groups)
 
 
 class _Scratch:
@@ -210,6 +222,7 @@ class GpuModel:
         self._rope = None
         self._scratch: dict = {}
         self._token_bufs: dict = {}
+        self._zero_vecs: dict = {}
         self._binds: dict = {}
         self.weight_bytes = sum(m.nbytes for L in self.layers for k, m in L.items() if isinstance(m, GpuMatrix))
         self.weight_bytes += self.embed.nbytes + (0 if self.lm_head is self.embed else self.lm_head.nbytes)
@@ -217,8 +230,17 @@ class GpuModel:
     # ---- buffers --------------------------------------------------------------------------
     def _vec(self, v: np.ndarray, label: str):
         import wgpu
+        # UNIFORM too: the decode matvec reads norm weights through a uniform binding (scalar loads)
         return self.device.create_buffer_with_data(data=np.ascontiguousarray(v, np.float32).tobytes(),
-                                                   usage=wgpu.BufferUsage.STORAGE, label=label)
+                                                   usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM,
+                                                   label=label)
+
+    def _zeros(self, n: int):
+        """A zero vector of n floats (the norm binding of matvecs without a norm)."""
+        z = self._zero_vecs.get(n)
+        if z is None:
+            z = self._zero_vecs[n] = self._vec(np.zeros(n, np.float32), f"zeros{n}")
+        return z
 
     def rope_table(self, positions: int):
         """cos/sin per (position, pair) for positions below `positions` (shared by working sets)."""
@@ -269,9 +291,9 @@ class GpuModel:
         wg = 32 if rows >= 8 * 32 * 16 else 16
         return R, wg
 
-    def _matvec(self, cpass, m: GpuMatrix, x, T: int, epilogue: str, ep_params: dict, ep_bufs: dict,
+    def _matvec(self, plan: list, m: GpuMatrix, x, T: int, epilogue: str, ep_params: dict, ep_bufs: dict,
                 norm=None, cache_key=None, splits=()) -> int:
-        """Dispatch y = W x (+ epilogue) over every row chunk; returns the dispatch count."""
+        """Record y = W x (+ epilogue) over every row chunk into `plan`; returns the dispatch count."""
         c = self.config
         nb = m.cols // 32
         use_uniform = T == 1 and m.cols * 4 <= self.max_uniform
@@ -288,11 +310,10 @@ class GpuModel:
             k = self.lib.kernel(name, params, {"FORMAT": f"formats/{m.fmt}", "EPILOGUE": f"epilogues/{epilogue}"})
             bufs = {0: buf, 1: (x, 0, (m.cols if use_uniform else T * m.cols) * 4), **ep_bufs}
             if use_uniform:
-                bufs[2] = norm if norm is not None else self.final_norm  # unused when NORM is false
+                nb_ = norm if norm is not None else self._zeros(m.cols)  # unused when NORM is false
+                bufs[2] = (nb_, 0, m.cols * 4)
             bg = self._bind(cache_key + (row0,) if cache_key else None, k, bufs)
-            cpass.set_pipeline(k.pipeline)
-            cpass.set_bind_group(0, bg)
-            cpass.dispatch_workgroups(ceil(nrows / R / wg), 1, 1)
+            plan.append((k.pipeline, bg, (ceil(nrows / R / wg), 1, 1)))
             count += 1
         return count
 
@@ -306,12 +327,10 @@ class GpuModel:
             bg = store[k] = kernel.bind(self.device, bufs)
         return bg
 
-    def _simple(self, cpass, name: str, params: dict, snippets: dict | None, bufs: dict, groups: tuple,
+    def _simple(self, plan: list, name: str, params: dict, snippets: dict | None, bufs: dict, groups: tuple,
                 key=None) -> int:
         k = self.lib.kernel(name, params, snippets)
-        cpass.set_pipeline(k.pipeline)
-        cpass.set_bind_group(0, self._bind(key, k, bufs))
-        cpass.dispatch_workgroups(*groups)
+        plan.append((k.pipeline, self._bind(key, k, bufs), groups))
         return 1
 
     # ---- the forward pass -----------------------------------------------------------------
@@ -320,8 +339,18 @@ class GpuModel:
 
         `tokens` is a channel buffer whose oldest cell holds the T token ids (read on the
         device); `readout` = (first, count) token rows whose logits are computed
-        (default: the last token). The caller advances ws.state after the pass.
+        (default: the last token). The caller advances ws.state after the pass. The list
+        of dispatches is built once per (working set, shape, tokens buffer) and replayed.
         """
+        key = (T, readout, tokens)
+        hit = ws._plans.get(key)
+        if hit is None:
+            hit = ws._plans[key] = self._plan(ws, T, tokens, readout)
+        logits, plan = hit
+        replay(cpass, plan)
+        return logits, len(plan)
+
+    def _plan(self, ws: WorkingSet, T: int, tokens, readout) -> tuple:
         c = self.config
         first, rows = readout if readout is not None else (T - 1, 1)
         if not (0 <= first and rows >= 1 and first + rows <= T):
@@ -331,9 +360,10 @@ class GpuModel:
         QR, KR, HD = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim, c.head_dim
         wsid = ws._binds  # bind groups of this pass live (and die) with the working set
         n = 0
+        plan: list = []  # (pipeline, bind group, workgroups) per dispatch
         # embed: token ids from the channel, on the device
         for buf, row0, nrows in self.embed.chunks:
-            n += self._simple(cpass, "embed", {"T": T, "NB": H // 32, "ROWS": nrows, "ROW0": row0,
+            n += self._simple(plan, "embed", {"T": T, "NB": H // 32, "ROWS": nrows, "ROW0": row0,
                                                "VOCAB": c.vocab_size},
                               {"FORMAT": f"formats/{self.embed.fmt}"}, {0: buf, 1: tokens, 2: s.h},
                               (ceil(T * H // 32 / 64), 1, 1), key=(ws._binds, "embed", T, rows, row0, tokens))
@@ -343,50 +373,57 @@ class GpuModel:
             key = (wsid, T, rows, i)
             x_attn = s.h
             if not decode:
-                n += self._rmsnorm(cpass, s.h, L["input_norm"], s.hn, T, 0, key + ("n1",))
+                n += self._rmsnorm(plan, s.h, L["input_norm"], s.hn, T, 0, key + ("n1",))
                 x_attn = s.hn
-            n += self._matvec(cpass, L["qkv"], x_attn, T, "rope_kv",
+            n += self._matvec(plan, L["qkv"], x_attn, T, "rope_kv",
                               {"QR": QR, "KR": KR, "HD": HD, "MAX_POS": ws.max_tokens},
                               {3: s.q, 4: ws.keys[i], 5: ws.values[i], 6: ws.state, 7: rope},
                               norm=L["input_norm"] if decode else None, cache_key=key + ("qkv",), splits=(QR, KR))
-            n += self._simple(cpass, "attention",
+            n += self._simple(plan, "attention",
                               {"WG": ATTN_WG, "HD": HD, "QR": QR, "KR": KR,
                                "GROUP": c.num_attention_heads // c.num_key_value_heads,
                                "SCALE": 1.0 / sqrt(HD), "MAX_POS": ws.max_tokens}, None,
                               {0: s.q, 1: ws.keys[i], 2: ws.values[i], 3: ws.state, 4: s.o},
                               (c.num_attention_heads, T, 1), key=key + ("attn",))
-            n += self._matvec(cpass, L["o"], s.o, T, "residual", {"OUT_STRIDE": H}, {3: s.h},
+            n += self._matvec(plan, L["o"], s.o, T, "residual", {"OUT_STRIDE": H}, {3: s.h},
                               cache_key=key + ("o",))
             x_mlp = s.h
             if not decode:
-                n += self._rmsnorm(cpass, s.h, L["post_norm"], s.hn, T, 0, key + ("n2",))
+                n += self._rmsnorm(plan, s.h, L["post_norm"], s.hn, T, 0, key + ("n2",))
                 x_mlp = s.hn
-            n += self._matvec(cpass, L["gate_up"], x_mlp, T, "swiglu", {"OUT_STRIDE": I}, {3: s.act},
+            n += self._matvec(plan, L["gate_up"], x_mlp, T, "swiglu", {"OUT_STRIDE": I}, {3: s.act},
                               norm=L["post_norm"] if decode else None, cache_key=key + ("gu",))
-            n += self._matvec(cpass, L["down"], s.act, T, "residual", {"OUT_STRIDE": H}, {3: s.h},
+            n += self._matvec(plan, L["down"], s.act, T, "residual", {"OUT_STRIDE": H}, {3: s.h},
                               cache_key=key + ("down",))
         # final norm + logits for the readout rows
         if decode:
-            n += self._matvec(cpass, self.lm_head, s.h, 1, "store", {"OUT_STRIDE": c.vocab_size}, {3: s.logits},
+            n += self._matvec(plan, self.lm_head, s.h, 1, "store", {"OUT_STRIDE": c.vocab_size}, {3: s.logits},
                               norm=self.final_norm, cache_key=(wsid, T, rows, "lm"))
         else:
-            n += self._rmsnorm(cpass, s.h, self.final_norm, s.hn, rows, first, (wsid, T, "nf", first, rows))
-            n += self._matvec(cpass, self.lm_head, s.hn, rows, "store", {"OUT_STRIDE": c.vocab_size},
+            n += self._rmsnorm(plan, s.h, self.final_norm, s.hn, rows, first, (wsid, T, "nf", first, rows))
+            n += self._matvec(plan, self.lm_head, s.hn, rows, "store", {"OUT_STRIDE": c.vocab_size},
                               {3: s.logits}, cache_key=(wsid, T, "lm", first, rows))
-        return s.logits, n
+        return s.logits, plan
 
-    def _rmsnorm(self, cpass, x, w, out, T: int, first: int, key) -> int:
+    def _rmsnorm(self, plan, x, w, out, T: int, first: int, key) -> int:
         c = self.config
-        return self._simple(cpass, "rmsnorm", {"T": T, "FIRST": first, "H4": c.hidden_size // 4,
+        return self._simple(plan, "rmsnorm", {"T": T, "FIRST": first, "H4": c.hidden_size // 4,
                                                "EPS": float(c.rms_norm_eps)}, None,
                             {0: x, 1: w, 2: out}, (ceil(T / 64), 1, 1), key=key)
 
     def encode_advance(self, cpass, ws: WorkingSet, T: int, keep=None) -> int:
         """Record state[0] += T after a pass, or += the count in channel buffer `keep` (at most T)."""
-        if keep is None:
-            return self._simple(cpass, "advance", {"N": T}, None, {0: ws.state}, (1, 1, 1), key=(ws._binds, "adv", T))
-        return self._simple(cpass, "advance_accept", {"N": T}, None, {0: ws.state, 1: keep}, (1, 1, 1),
-                            key=(ws._binds, "adv-keep", T, keep))
+        key = ("advance", T, keep)
+        plan = ws._plans.get(key)
+        if plan is None:
+            plan = ws._plans[key] = []
+            if keep is None:
+                self._simple(plan, "advance", {"N": T}, None, {0: ws.state}, (1, 1, 1), key=(ws._binds, "adv", T))
+            else:
+                self._simple(plan, "advance_accept", {"N": T}, None, {0: ws.state, 1: keep}, (1, 1, 1),
+                             key=(ws._binds, "adv-keep", T, keep))
+        replay(cpass, plan)
+        return len(plan)
 
     # ---- host-driven forward (tests, host-side sampling, benchmarks) ------------------------
     def token_buffer(self, ids) -> object:

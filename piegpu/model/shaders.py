@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CompileError
@@ -12,6 +13,7 @@ SHADER_DIR = Path(__file__).resolve().parents[2] / "shaders"
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<(uniform|storage,\s*read_write|storage,\s*read)>")
 
 
+@lru_cache(maxsize=None)
 def shader_source(name: str) -> str:
     """The text of shaders/<name>.wgsl."""
     path = SHADER_DIR / f"{name}.wgsl"

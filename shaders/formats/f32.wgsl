@@ -5,11 +5,10 @@ fn f4(i: u32) -> vec4<f32> {
   return bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
 }
 
-fn block_dot(wb: u32, x: array<vec4<f32>, 8>, xsum: f32) -> f32 {
-  var s = vec4<f32>(0.0);
-  for (var j = 0u; j < 8u; j++) {
-    s += f4(wb + 4u * j) * x[j];
-  }
+fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
+  let s = f4(wb) * x0 + f4(wb + 4u) * x1 + f4(wb + 8u) * x2 + f4(wb + 12u) * x3
+        + f4(wb + 16u) * x4 + f4(wb + 20u) * x5 + f4(wb + 24u) * x6 + f4(wb + 28u) * x7;
   return s.x + s.y + s.z + s.w;
 }
 

@@ -2,6 +2,8 @@
 // 5 words: 4 words of nibbles, then (d, m) as two f16. Weight j of the block is
 // d * q_j + m, with q_j the low nibble of byte j for j < 16 and the high nibble of
 // byte j - 16 otherwise (the GGML order, kept so the values are bit-identical).
+// x0..x7 are the block's 32 inputs as vec4s (plain parameters, not an array: arrays
+// passed by value stay in memory on lavapipe and cost 30-50% of the matvec).
 const WB: u32 = 5u;
 
 fn nib4(v: u32, s: u32) -> vec4<f32> {
@@ -10,17 +12,19 @@ fn nib4(v: u32, s: u32) -> vec4<f32> {
 }
 
 // sum_j w_j * x_j over one block; xsum = sum_j x_j (the min term factors out).
-fn block_dot(wb: u32, x: array<vec4<f32>, 8>, xsum: f32) -> f32 {
-  var s = vec4<f32>(0.0);
-  for (var j = 0u; j < 4u; j++) {
-    let v = w[wb + j];
-    s += nib4(v, 0u) * x[j] + nib4(v, 4u) * x[j + 4u];
-  }
+fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
+  let v0 = w[wb];
+  let v1 = w[wb + 1u];
+  let v2 = w[wb + 2u];
+  let v3 = w[wb + 3u];
+  let s = nib4(v0, 0u) * x0 + nib4(v1, 0u) * x1 + nib4(v2, 0u) * x2 + nib4(v3, 0u) * x3
+        + nib4(v0, 4u) * x4 + nib4(v1, 4u) * x5 + nib4(v2, 4u) * x6 + nib4(v3, 4u) * x7;
   let dm = unpack2x16float(w[wb + 4u]);
   return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
 }
 
-// The 32 weights of one block as f32.
+// The 32 weights of one block as f32 (prefill decodes once, multiplies several tokens).
 fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
   let dm = unpack2x16float(w[wb + 4u]);
   var out = array<vec4<f32>, 8>();
