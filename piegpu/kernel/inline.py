@@ -22,15 +22,51 @@ CHANNEL_HEADER_WORDS = 8
 HDR_HEAD, HDR_TAIL, HDR_CAPACITY = 0, 1, 2
 
 
+class _Scope:
+    """One nested block of a kernel: its statements, memoized values, and what it is."""
+
+    def __init__(self, kind: str):
+        self.kind = kind  # "top", "if" or "loop"
+        self.stmts: list = []
+        self.memo: dict = {}
+
+
+def free_vars(e) -> set:
+    """Names of the Vars an expression reads."""
+    if isinstance(e, Var):
+        return {e.name}
+    if isinstance(e, ir.Op):
+        out: set = set()
+        for a in e.args:
+            out |= free_vars(a)
+        return out
+    if isinstance(e, (ir.Load, ir.SLoad)):
+        return free_vars(e.index)
+    return set()
+
+
 class KernelBuilder:
-    """Collects the statements of one kernel and memoizes node values per index."""
+    """Collects the statements of one kernel and memoizes node values per index.
+
+    A node value is emitted in the outermost block where everything it depends on is
+    defined (loop-invariant code motion): a per-row value used inside a loop over the
+    row is computed once before the loop, not in every iteration. Values never move
+    out of an `if` (a guard may keep them in bounds).
+    """
 
     def __init__(self, plan, name: str):
         self.plan = plan
         self.name = name
-        self.stmts: list = []
-        self.memo: dict = {}
+        self.scopes = [_Scope("top")]
+        self.level: dict = {}  # name -> index of the scope that defines it
+        self.mutable: set = set()
         self.counter = 0
+        self._at = None  # scope index that emit() targets while a hoisted value is built
+
+    @property
+    def stmts(self) -> list:
+        """The kernel body (top-level statements)."""
+        return self.scopes[0].stmts
 
     # ---- statement plumbing ----------------------------------------------------------
     def fresh(self, hint: str = "v") -> str:
@@ -38,9 +74,15 @@ class KernelBuilder:
         self.counter += 1
         return f"{hint}{self.counter}"
 
+    def _target(self) -> int:
+        return len(self.scopes) - 1 if self._at is None else self._at
+
     def emit(self, stmt) -> None:
         """Append a statement to the current block."""
-        self.stmts.append(stmt)
+        at = self._target()
+        self.scopes[at].stmts.append(stmt)
+        if isinstance(stmt, (Let, ir.Decl)):
+            self.level[stmt.name] = at
 
     def let(self, e: Expr, hint: str = "v") -> Expr:
         """Bind `e` to a name (literals and names are returned as they are)."""
@@ -54,35 +96,65 @@ class KernelBuilder:
         """Declare a mutable variable."""
         name = self.fresh(hint)
         self.emit(ir.Decl(name, init))
+        self.mutable.add(name)
         return Var(name, init.dtype)
 
     @contextmanager
-    def block(self):
+    def block(self, kind: str = "if"):
         """Collect a nested block; names bound inside stay inside."""
-        outer, memo = self.stmts, dict(self.memo)
-        inner: list = []
-        self.stmts = inner
+        scope = _Scope(kind)
+        self.scopes.append(scope)
+        saved, self._at = self._at, None
         try:
-            yield inner
+            yield scope.stmts
         finally:
-            self.stmts, self.memo = outer, memo
+            self.scopes.pop()
+            self._at = saved
 
     def if_(self, cond: Expr, then_fn, else_fn=None) -> None:
         """Emit if/else with bodies produced by callables."""
-        with self.block() as then:
+        with self.block("if") as then:
             then_fn()
         orelse: list = []
         if else_fn is not None:
-            with self.block() as orelse:
+            with self.block("if") as orelse:
                 else_fn()
         self.emit(ir.If(cond, tuple(then), tuple(orelse)))
 
     def for_(self, start: Expr, end: Expr, body_fn, step: Expr | None = None, hint: str = "j") -> None:
         """Emit a counted u32 loop; body_fn receives the loop variable."""
         name = self.fresh(hint)
-        with self.block() as body:
+        with self.block("loop") as body:
+            self.level[name] = len(self.scopes) - 1
+            self.mutable.add(name)
             body_fn(Var(name, U32))
         self.emit(ir.For(name, start, end, step or ir.u32(1), tuple(body)))
+
+    def lookup(self, key):
+        """A memoized value visible from the current block, or None."""
+        for scope in reversed(self.scopes[: self._target() + 1]):
+            hit = scope.memo.get(key)
+            if hit is not None:
+                return hit
+        return None
+
+    def remember(self, key, value) -> None:
+        """Memoize a value in the block it was emitted in."""
+        self.scopes[self._target()].memo[key] = value
+
+    def _home(self, idx: list) -> int:
+        """The outermost block where a value at index `idx` can be computed."""
+        depth = self._target()
+        home = 0
+        for k in range(1, depth + 1):  # never above an enclosing if
+            if self.scopes[k].kind == "if":
+                home = k
+        names: set = set()
+        for e in idx:
+            names |= free_vars(e)
+        for n in names:
+            home = max(home, self.level.get(n, depth))
+        return min(home, depth)
 
     # ---- node values --------------------------------------------------------------
     def value(self, nid: int, idx: list, compute: bool = False) -> Expr:
@@ -92,20 +164,25 @@ class KernelBuilder:
         how the kernel that stores a node computes it.
         """
         key = (nid, tuple(idx), compute)
-        hit = self.memo.get(key)
+        hit = self.lookup(key)
         if hit is not None:
             return hit
-        node = self.plan.prog.nodes[nid]
-        loc = None if compute else self.plan.location(nid)
-        if loc is not None:
-            buf, base = loc
-            e = self.let(ir.Load(buf, ir.add(base, ir.linear(idx, node.type.shape)), node.type.dtype))
-        else:
-            rule = INLINE.get(node.op) or (_elementwise if node.op in ELEMENTWISE else None)
-            if rule is None:
-                raise AssertionError(f"op {node.op} is neither realized nor inlinable")
-            e = self.let(rule(self, node, idx))
-        self.memo[key] = e
+        saved = self._at
+        self._at = self._home(idx)
+        try:
+            node = self.plan.prog.nodes[nid]
+            loc = None if compute else self.plan.location(nid)
+            if loc is not None:
+                buf, base = loc
+                e = self.let(ir.Load(buf, ir.add(base, ir.linear(idx, node.type.shape)), node.type.dtype))
+            else:
+                rule = INLINE.get(node.op) or (_elementwise if node.op in ELEMENTWISE else None)
+                if rule is None:
+                    raise AssertionError(f"op {node.op} is neither realized nor inlinable")
+                e = self.let(rule(self, node, idx))
+            self.remember(key, e)
+        finally:
+            self._at = saved
         return e
 
 
@@ -214,10 +291,14 @@ def rng_stream(kb: KernelBuilder, key: Expr, counter: Expr) -> tuple:
 def _rng(kb, node, idx) -> Expr:
     st = node.inputs[0]
     memo_key = ("rng-stream", st)
-    stream = kb.memo.get(memo_key)
-    if stream is None:
-        stream = rng_stream(kb, kb.value(st, [ir.u32(0)]), kb.value(st, [ir.u32(1)]))
-        kb.memo[memo_key] = stream
+    stream = kb.lookup(memo_key)
+    if stream is None:  # the stream words depend on the state only: computed at kernel top
+        saved, kb._at = kb._at, kb._home([])
+        try:
+            stream = rng_stream(kb, kb.value(st, [ir.u32(0)]), kb.value(st, [ir.u32(1)]))
+            kb.remember(memo_key, stream)
+        finally:
+            kb._at = saved
     s, t = stream
     flat = ir.linear(idx, node.type.shape)
     bits = mix32(kb, ir.op("bit_xor", mix32(kb, ir.op("add", flat, s)), t))
@@ -229,17 +310,21 @@ def channel_cell_base(kb: KernelBuilder, slot: int, which: int, seq: int) -> Exp
     """Word offset of a channel cell: header word `which` (0 head, 1 tail) plus seq, modulo capacity."""
     b = kb.plan.channel_binding(slot)
     key = ("chan-base", slot, which, seq)
-    hit = kb.memo.get(key)
+    hit = kb.lookup(key)
     if hit is not None:
         return hit
-    hdr = kb.let(ir.Load(b.name, ir.u32(which), U32), "hdr")
-    cap = kb.memo.get(("chan-cap", slot))
-    if cap is None:
-        cap = kb.let(ir.Load(b.name, ir.u32(HDR_CAPACITY), U32), "cap")
-        kb.memo[("chan-cap", slot)] = cap
-    cell = ir.Op("rem", (ir.add(hdr, ir.u32(seq)), cap), U32)
-    base = kb.let(ir.add(ir.mul(cell, ir.u32(b.info["cell_words"])), ir.u32(CHANNEL_HEADER_WORDS)), "cell")
-    kb.memo[key] = base
+    saved, kb._at = kb._at, kb._home([])
+    try:
+        hdr = kb.let(ir.Load(b.name, ir.u32(which), U32), "hdr")
+        cap = kb.lookup(("chan-cap", slot))
+        if cap is None:
+            cap = kb.let(ir.Load(b.name, ir.u32(HDR_CAPACITY), U32), "cap")
+            kb.remember(("chan-cap", slot), cap)
+        cell = ir.Op("rem", (ir.add(hdr, ir.u32(seq)), cap), U32)
+        base = kb.let(ir.add(ir.mul(cell, ir.u32(b.info["cell_words"])), ir.u32(CHANNEL_HEADER_WORDS)), "cell")
+        kb.remember(key, base)
+    finally:
+        kb._at = saved
     return base
 
 

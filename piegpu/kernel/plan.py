@@ -84,6 +84,55 @@ def _consumers(prog: Program) -> list:
     return uses
 
 
+EXPENSIVE = frozenset(("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "pow", "rem", "rng"))
+SHARED_MIN = 3  # kernels that inline the same expensive value before it is stored once instead
+
+
+def _shared_expensive(prog: Program, stored: set) -> set:
+    """Inlined values with transcendentals that several kernels would each recompute: store them.
+
+    A kernel inlines everything up to stored nodes, so a softmax feeding 33
+    reductions (top-p's bisection) would compute 33 exps per element; storing the
+    probabilities costs one map kernel. Picks the value closest to the consumers
+    first, then recounts.
+    """
+    stored = set(stored)
+    roots = set(stored) | {n.inputs[0] for n in prog.nodes if n.op == "chan_put"} | set(prog.outputs)
+    added: set = set()
+    while True:
+        count: dict = {}
+        costly: dict = {}
+        for r in roots | added:
+            seen, stack = set(), list(prog.nodes[r].inputs)
+            if r not in stored and r not in added:
+                stack.append(r)
+            while stack:
+                i = stack.pop()
+                if i in seen or i in stored or i in added:
+                    continue
+                seen.add(i)
+                stack.extend(prog.nodes[i].inputs)
+            for i in seen:
+                count[i] = count.get(i, 0) + 1
+        for i in sorted(count):
+            node = prog.nodes[i]
+            if OPS[node.op].kind != "elementwise":
+                continue
+            seen, stack, hit = set(), [i], False
+            while stack and not hit:
+                j = stack.pop()
+                if j in seen or (j != i and (j in stored or j in added)):
+                    continue
+                seen.add(j)
+                hit = prog.nodes[j].op in EXPENSIVE
+                stack.extend(prog.nodes[j].inputs)
+            costly[i] = hit
+        pick = [i for i in count if count[i] >= SHARED_MIN and costly.get(i)]
+        if not pick:
+            return added
+        added.add(max(pick))
+
+
 def plan(prog: Program, limits: Limits | None = None) -> Plan:
     """Plan `prog` into kernels (device code does not depend on channel capacities)."""
     from . import templates
@@ -106,6 +155,7 @@ def plan(prog: Program, limits: Limits | None = None) -> Plan:
             for j in n.inputs:
                 if prog.nodes[j].op not in CHEAP_SOURCES:
                     stored.add(j)
+    stored |= _shared_expensive(prog, stored)
     for nid in sorted(stored):
         p.slots[nid] = p.alloc(prog.nodes[nid].type.size)
     for nid in sorted(stored):

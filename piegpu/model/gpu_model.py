@@ -23,7 +23,6 @@ from .reference import rope_tables
 from .shaders import ShaderLibrary
 
 CHANNEL_HEADER_WORDS = 8
-ATTN_WG = 32
 PREFILL_TB = 4
 MAX_PREFILL_TOKENS = 256  # tokens per pass; longer prompts take several passes
 
@@ -380,7 +379,7 @@ class GpuModel:
                               {3: s.q, 4: ws.keys[i], 5: ws.values[i], 6: ws.state, 7: rope},
                               norm=L["input_norm"] if decode else None, cache_key=key + ("qkv",), splits=(QR, KR))
             n += self._simple(plan, "attention",
-                              {"WG": ATTN_WG, "HD": HD, "QR": QR, "KR": KR,
+                              {"WG": self.attention_wg(), "HD": HD, "QR": QR, "KR": KR,
                                "GROUP": c.num_attention_heads // c.num_key_value_heads,
                                "SCALE": 1.0 / sqrt(HD), "MAX_POS": ws.max_tokens}, None,
                               {0: s.q, 1: ws.keys[i], 2: ws.values[i], 3: ws.state, 4: s.o},
@@ -404,6 +403,14 @@ class GpuModel:
             n += self._matvec(plan, self.lm_head, s.hn, rows, "store", {"OUT_STRIDE": c.vocab_size},
                               {3: s.logits}, cache_key=(wsid, T, "lm", first, rows))
         return s.logits, plan
+
+    def attention_wg(self) -> int:
+        """Threads per (head, token) in attention: few on CPU adapters (barriers are dear), more on GPUs."""
+        want = 16 if self.dev.is_cpu else 64
+        shared = self.dev.limits.get("max-compute-workgroup-storage-size", 16384)
+        while want > 4 and want * (self.config.head_dim + 2) * 4 > shared:
+            want //= 2
+        return want
 
     def _rmsnorm(self, plan, x, w, out, T: int, first: int, key) -> int:
         c = self.config

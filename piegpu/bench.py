@@ -1,0 +1,311 @@
+"""`piegpu bench`: the benchmark table of the default model, all numbers measured side by side in one run.
+
+Decode: prompt "Once upon a time", greedy (or top-p) tokens, median over runs of the mean
+ms/token of each run. The llama.cpp numbers are the anchors of the performance issue
+(measured on these 2-core machines, lavapipe; llama-cpp-python cannot be built here), the
+numpy reference forward is measured in the same run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+LLAMA_CPP_VULKAN_Q4_1_MS = 472.0  # llama.cpp Vulkan backend on lavapipe, Q4_1 (anchor)
+PROMPT = "Once upon a time"
+
+
+def _median(xs):
+    return float(statistics.median(xs))
+
+
+class _Bench:
+    def __init__(self, model, n_tokens: int, runs: int):
+        self.model, self.n, self.runs = model, n_tokens, runs
+        self.pipe = model.pipeline()
+        self.ids = model.tokenizer.encode(PROMPT).ids
+
+    async def _prefilled_ws(self):
+        from . import Channel, ForwardPass, StateGeometry, dtype
+        ws = self.model.working_set(len(self.ids) + self.n + 2)
+        pf = ForwardPass()
+        pf.embed(Channel.from_(self.ids[:-1], dtype.i32), Channel.from_([0, len(self.ids) - 1], dtype.u32))
+        pf.state([ws], StateGeometry.folding())
+        await self.pipe.submit(pf)
+        return ws
+
+    def _loop(self, ws, sampler):
+        from . import Channel, ForwardPass, StateGeometry, channel_capacity, dtype, eta
+        from .eta import intrinsics
+        from .samplers import rng_advance
+        token_in = Channel.from_([self.ids[-1]], dtype.i32)
+        token_out = Channel([1], dtype.i32).capacity(channel_capacity())
+        rng = Channel.from_([7, 0], dtype.u32) if sampler.needs_rng else None
+        fwd = ForwardPass()
+        fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
+        fwd.state([ws], StateGeometry.folding())
+
+        @fwd.epilogue
+        def _():
+            state = rng.take() if rng is not None else None
+            tok = eta.reshape(eta.cast(sampler.sample(intrinsics.output(0), state), dtype.i32), [1])
+            if rng is not None:
+                rng.put(rng_advance(state))
+            token_in.put(tok)
+            token_out.put(tok)
+        return fwd, token_out
+
+    async def run_ahead(self, sampler) -> dict:
+        times, stats = [], []
+        for r in range(self.runs + 1):
+            ws = await self._prefilled_ws()
+            fwd, token_out = self._loop(ws, sampler)
+            self.pipe.prepare(fwd)
+            before = (self.pipe.stats.dispatches, self.pipe.stats.submits, self.pipe.stats.passes)
+
+            async def on_token():
+                await token_out.take_scalar()
+                return True
+            t0 = time.perf_counter()
+            await self.pipe.run_ahead(fwd, self.n, on_token)
+            dt = time.perf_counter() - t0
+            if r:  # the first run warms up (pipeline creation, lavapipe's lazy shader compile)
+                times.append(dt / self.n * 1e3)
+                s = self.pipe.stats
+                stats = [(s.dispatches - before[0]) / self.n, (s.submits - before[1]) / self.n]
+        return {"ms_per_token": _median(times), "runs_ms": times, "dispatches_per_token": stats[0],
+                "submits_per_token": stats[1]}
+
+    async def depth1(self) -> dict:
+        from .samplers import greedy
+        times = []
+        for r in range(self.runs + 1):
+            ws = await self._prefilled_ws()
+            fwd, token_out = self._loop(ws, greedy())
+            t0 = time.perf_counter()
+            for _ in range(self.n):
+                await self.pipe.submit(fwd)
+                await token_out.take_scalar()
+            if r:
+                times.append((time.perf_counter() - t0) / self.n * 1e3)
+        return {"ms_per_token": _median(times), "runs_ms": times, "submits_per_token": 1.0}
+
+    def host_sampling(self) -> dict:
+        gpu = self.model.gpu
+        times = []
+        for r in range(self.runs + 1):
+            ws = self.model.working_set(len(self.ids) + self.n + 2)
+            logits = gpu.forward(ws, self.ids)[0]
+            t0 = time.perf_counter()
+            for _ in range(self.n):
+                logits = gpu.forward(ws, [int(np.argmax(logits))])[0]
+            if r:
+                times.append((time.perf_counter() - t0) / self.n * 1e3)
+        return {"ms_per_token": _median(times), "runs_ms": times, "readback_bytes_per_token": gpu.config.vocab_size * 4}
+
+    async def prefill(self, n: int = 128) -> dict:
+        from . import Channel, ForwardPass, StateGeometry, dtype
+        text = ("The old lighthouse keeper climbed the stairs every evening, counting the steps and listening to the "
+                "sea. ") * 20
+        ids = self.model.tokenizer.encode(text).ids[:n]
+        times = []
+        for r in range(self.runs + 1):
+            ws = self.model.working_set(n + 1)
+            pf = ForwardPass()
+            pf.embed(Channel.from_(ids, dtype.i32), Channel.from_([0, n], dtype.u32))
+            pf.state([ws], StateGeometry.folding())
+            t0 = time.perf_counter()
+            await self.pipe.submit(pf)
+            if r:
+                times.append(time.perf_counter() - t0)
+        return {"tokens": n, "tokens_per_s": n / _median(times), "seconds": _median(times)}
+
+
+def numpy_reference(model_dir, n_tokens: int, runs: int) -> dict:
+    """Decode ms/token of the numpy reference forward (float32, OpenBLAS) on the same prompt."""
+    from .model.reference import ReferenceModel
+    from .model.tokenizer import load_tokenizer
+    ref = ReferenceModel.from_dir(model_dir)
+    ids = load_tokenizer(model_dir).encode(PROMPT).ids
+    times = []
+    for r in range(runs + 1):
+        cache = ref.new_cache()
+        logits = ref.forward(ids, cache)[-1]
+        t0 = time.perf_counter()
+        for _ in range(n_tokens):
+            logits = ref.forward([int(np.argmax(logits))], cache)[-1]
+        if r:
+            times.append((time.perf_counter() - t0) / n_tokens * 1e3)
+    return {"ms_per_token": _median(times), "runs_ms": times}
+
+
+def dispatch_cost_us(device) -> float:
+    """Median cost of one dispatch of a trivial kernel inside a compute pass."""
+    import wgpu
+    from .model.shaders import Kernel
+    buf = device.create_buffer(size=64, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+    k = Kernel(device, "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n"
+                       "@compute @workgroup_size(16) fn main(@builtin(global_invocation_id) g: vec3<u32>) "
+                       "{ if (g.x == 0u) { o[0] = o[0] + 1u; } }", "tick")
+    bg = k.bind(device, {0: buf})
+    out = []
+    for r in range(4):
+        enc = device.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(k.pipeline)
+        for _ in range(200):
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(4, 1, 1)
+        cp.end()
+        t0 = time.perf_counter()
+        device.queue.submit([enc.finish()])
+        device.queue.read_buffer(buf, 0, 4)
+        if r:
+            out.append((time.perf_counter() - t0) / 200 * 1e6)
+    return _median(out)
+
+
+COMPILE_SCRIPT = r"""
+import json, sys, time
+from piegpu import dtype, eta
+from piegpu.eta import cache
+from piegpu.gpu.compiled import compile_program
+from piegpu.bench import top_a_epilogue
+ctx = eta.IntrinsicContext.for_logits(49152)
+t0 = time.perf_counter()
+prog = eta.trace(top_a_epilogue, context=ctx)
+compile_program(prog, "wgsl")
+t1 = time.perf_counter()
+print(json.dumps({"seconds": t1 - t0, "disk_hits": cache.cache_stats()["disk_hits"]}))
+"""
+
+
+def top_a_epilogue():
+    """The benchmarked epilogue: top-a (a = 0.2) sampling with Gumbel noise on [vocab] logits."""
+    from . import dtype, eta
+    from .eta import intrinsics
+    logits = intrinsics.output(0)
+    state = eta.broadcast(7, [2])
+    probs = eta.softmax(eta.sanitize(logits))
+    pmax = eta.reduce_max(probs)
+    keep = probs >= eta.broadcast(eta.reshape(pmax * pmax * 0.2, [1]), list(probs.shape))
+    return eta.gumbel_max(eta.mask_apply(logits, keep), eta.cast(state, dtype.u32))
+
+
+def epilogue_compile() -> dict:
+    """Trace, emit, cold compile and warm cache-hit times of the top-a epilogue."""
+    from . import eta
+    from .eta import cache
+    from .gpu.compiled import build_artifact, compile_program
+    from .gpu.device import get_device
+    dev = get_device()
+    ctx = eta.IntrinsicContext.for_logits(49152)
+    trace_ms = []
+    for _ in range(21):
+        t0 = time.perf_counter()
+        prog = eta.trace(top_a_epilogue, context=ctx)
+        trace_ms.append((time.perf_counter() - t0) * 1e3)
+    emit_ms = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        build_artifact(prog, "wgsl", dev)
+        emit_ms.append((time.perf_counter() - t0) * 1e3)
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "PIEGPU_CACHE_DIR": d}
+        cold = json.loads(subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], env=env, capture_output=True,
+                                         text=True, check=True).stdout.strip().splitlines()[-1])
+        disk = json.loads(subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], env=env, capture_output=True,
+                                         text=True, check=True).stdout.strip().splitlines()[-1])
+    compile_program(prog, "wgsl", dev)
+    warm_ms = []
+    for _ in range(21):
+        t0 = time.perf_counter()
+        p = eta.trace(top_a_epilogue, context=ctx)
+        compile_program(p, "wgsl", dev)
+        warm_ms.append((time.perf_counter() - t0) * 1e3)
+    return {"trace_ms": _median(trace_ms), "emit_ms": _median(emit_ms),
+            "cold_compile_ms": cold["seconds"] * 1e3, "disk_hit_ms": disk["seconds"] * 1e3,
+            "disk_hit_was_hit": disk["disk_hits"] == 1, "warm_trace_and_lookup_ms": _median(warm_ms)}
+
+
+def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
+    """Every benchmark, side by side in this process (the numpy reference too)."""
+    from .gpu.device import get_device
+    from .model.default import default_model_dir
+    from .model.loaded import load_model
+    from .samplers import greedy, top_p
+    dev = get_device()
+    model = load_model(verbose=False)
+    b = _Bench(model, n_tokens, runs)
+    loop = asyncio.new_event_loop()
+    out = {"adapter": f"{dev.name} via {dev.backend}", "lp_num_threads": os.environ.get("LP_NUM_THREADS"),
+           "tokens": n_tokens, "runs": runs, "prompt": PROMPT}
+    out["prefill"] = loop.run_until_complete(b.prefill(128))
+    out["run_ahead_greedy"] = loop.run_until_complete(b.run_ahead(greedy()))
+    out["run_ahead_top_p"] = loop.run_until_complete(b.run_ahead(top_p(0.9, 0.8)))
+    out["depth1_greedy"] = loop.run_until_complete(b.depth1())
+    out["host_sampling"] = b.host_sampling()
+    out["numpy_reference"] = numpy_reference(default_model_dir(verbose=False), n_tokens, runs)
+    out["dispatch_us"] = dispatch_cost_us(dev.device)
+    out["epilogue"] = epilogue_compile()
+    a = out["run_ahead_greedy"]
+    out["ratios"] = {
+        "numpy_over_run_ahead_speed": out["numpy_reference"]["ms_per_token"] / a["ms_per_token"],
+        "llama_cpp_vulkan_q4_1_anchor_speedup": LLAMA_CPP_VULKAN_Q4_1_MS / a["ms_per_token"],
+        "run_ahead_vs_depth1": out["depth1_greedy"]["ms_per_token"] / a["ms_per_token"],
+        "run_ahead_vs_host_sampling": out["host_sampling"]["ms_per_token"] / a["ms_per_token"],
+        "dispatch_overhead_share": a["dispatches_per_token"] * out["dispatch_us"] / 1e3 / a["ms_per_token"],
+    }
+    return out
+
+
+def table(r: dict) -> str:
+    """The benchmark table as Markdown."""
+    rows = [("mode", "decode ms/token", "tokens/s", "notes")]
+
+    def add(name, d, note):
+        rows.append((name, f"{d['ms_per_token']:.1f}", f"{1e3 / d['ms_per_token']:.1f}", note))
+    a = r["run_ahead_greedy"]
+    add("(a) run_ahead, fused greedy epilogue", a,
+        f"{a['dispatches_per_token']:.0f} dispatches, {a['submits_per_token']:.0f} submit per token")
+    add("(b) run_ahead, fused top-p epilogue", r["run_ahead_top_p"], "p=0.9, T=0.8, sort on the device")
+    add("(c) depth-1 submit per token", r["depth1_greedy"], "host waits for each token")
+    add("(d) host-side sampling", r["host_sampling"], "full logits read back, numpy argmax")
+    add("numpy reference forward (f32, CPU)", r["numpy_reference"], "measured in the same run")
+    rows.append(("llama.cpp Vulkan Q4_1 on lavapipe (anchor)", f"{LLAMA_CPP_VULKAN_Q4_1_MS:.0f}",
+                 f"{1e3 / LLAMA_CPP_VULKAN_Q4_1_MS:.1f}", "from the issue; not built here"))
+    w = [max(len(x[i]) for x in rows) for i in range(4)]
+    lines = ["| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(row)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (x + 2) for x in w) + "|")
+    ra, e, p = r["ratios"], r["epilogue"], r["prefill"]
+    lines += ["",
+              f"adapter: {r['adapter']}; LP_NUM_THREADS={r['lp_num_threads']}; {r['tokens']} tokens, "
+              f"median of {r['runs']} runs",
+              f"prefill: {p['tokens']}-token prompt at {p['tokens_per_s']:.0f} tokens/s",
+              f"(a) vs numpy reference: {ra['numpy_over_run_ahead_speed']:.2f}x its speed; "
+              f"vs the llama.cpp Vulkan Q4_1 anchor: {ra['llama_cpp_vulkan_q4_1_anchor_speedup']:.1f}x faster",
+              f"(a) vs (c): {ra['run_ahead_vs_depth1']:.2f}x; (a) vs (d): {ra['run_ahead_vs_host_sampling']:.2f}x",
+              f"dispatch cost {r['dispatch_us']:.0f} us -> dispatch overhead {100 * ra['dispatch_overhead_share']:.1f}% "
+              "of decode time",
+              f"top-a epilogue: trace {e['trace_ms']:.2f} ms, emit {e['emit_ms']:.1f} ms, cold compile "
+              f"{e['cold_compile_ms']:.0f} ms (incl. pipeline creation), disk hit in a new process "
+              f"{e['disk_hit_ms']:.0f} ms, warm trace + lookup {e['warm_trace_and_lookup_ms']:.2f} ms"]
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    """Entry point of `piegpu bench`."""
+    n = 16 if args.quick else args.tokens
+    runs = 1 if args.quick else args.runs
+    print(f"piegpu bench: {n} tokens x {runs} runs per mode (a minute or two)...", file=sys.stderr)
+    r = run_all(n, runs)
+    print(json.dumps(r, indent=2) if args.json else table(r))
+    return 0
