@@ -179,6 +179,8 @@ from piegpu import dtype, eta
 from piegpu.eta import cache
 from piegpu.gpu.compiled import compile_program
 from piegpu.bench import top_a_epilogue
+from piegpu.gpu.device import get_device
+get_device()  # adapter and device creation are not part of compiling
 ctx = eta.IntrinsicContext.for_logits(49152)
 t0 = time.perf_counter()
 prog = eta.trace(top_a_epilogue, context=ctx)
