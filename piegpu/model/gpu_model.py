@@ -218,6 +218,11 @@ class GpuModel:
                 "post_norm": self._vec(lw.post_norm, f"l{i}.post_norm")})
         self.final_norm = self._vec(weights.final_norm, "final_norm")
         self.max_positions = c.max_position_embeddings
+        widest = max(c.hidden_size, c.intermediate_size) * 4
+        if widest > self.max_uniform:
+            raise ModelError(f"hidden/intermediate size {widest // 4} needs {widest}-byte uniform bindings but this "
+                             f"adapter allows {self.max_uniform}. Fix: a model with sizes up to "
+                             f"{self.max_uniform // 4}, or an adapter with a larger max-uniform-buffer-binding-size")
         self._rope = None
         self._scratch: dict = {}
         self._token_bufs: dict = {}
@@ -292,28 +297,45 @@ class GpuModel:
 
     def _matvec(self, plan: list, m: GpuMatrix, x, T: int, epilogue: str, ep_params: dict, ep_bufs: dict,
                 norm=None, cache_key=None, splits=()) -> int:
-        """Record y = W x (+ epilogue) over every row chunk into `plan`; returns the dispatch count."""
+        """Record y = W x (+ epilogue) over every row chunk into `plan`; returns the dispatch count.
+
+        One token reads x through a uniform binding with the norm folded in
+        (matvec_decode); several tokens are split into groups whose x fits one uniform
+        binding (matvec_prefill), x already normalized.
+        """
         c = self.config
         nb = m.cols // 32
-        use_uniform = T == 1 and m.cols * 4 <= self.max_uniform
+        row_bytes = m.cols * 4
         count = 0
+        if T == 1:
+            groups = [(0, 1)]
+        else:
+            per = self.max_uniform // row_bytes
+            per = per if per < PREFILL_TB else per - per % PREFILL_TB
+            align = self.dev.limits.get("min-uniform-buffer-offset-alignment", 256)
+            while per > 1 and (per * row_bytes) % align:  # group offsets must be aligned bindings
+                per -= 1
+            groups = [(t0, min(per, T - t0)) for t0 in range(0, T, per)]
         for buf, row0, nrows in m.chunks:
             R, wg = self._rows_per_invocation(nrows, *splits)
-            params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": nb, "WG": wg, **ep_params}
-            if use_uniform:
-                name = "matvec_decode"
-                params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(c.rms_norm_eps))
-            else:
-                name = "matvec_prefill"
-                params.update(T=T, TB=min(PREFILL_TB, T))
-            k = self.lib.kernel(name, params, {"FORMAT": f"formats/{m.fmt}", "EPILOGUE": f"epilogues/{epilogue}"})
-            bufs = {0: buf, 1: (x, 0, (m.cols if use_uniform else T * m.cols) * 4), **ep_bufs}
-            if use_uniform:
-                nb_ = norm if norm is not None else self._zeros(m.cols)  # unused when NORM is false
-                bufs[2] = (nb_, 0, m.cols * 4)
-            bg = self._bind(cache_key + (row0,) if cache_key else None, k, bufs)
-            plan.append((k.pipeline, bg, (ceil(nrows / R / wg), 1, 1)))
-            count += 1
+            for t0, tn in groups:
+                params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": nb, "WG": wg, **ep_params}
+                bufs = {0: buf, 1: (x, t0 * row_bytes, tn * row_bytes), **ep_bufs}
+                if T == 1:
+                    name = "matvec_decode"
+                    params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(c.rms_norm_eps))
+                    nb_ = norm if norm is not None else self._zeros(m.cols)  # unused when NORM is false
+                    bufs[2] = (nb_, 0, m.cols * 4)
+                else:
+                    if norm is not None:
+                        raise ValidationError("internal: prefill matvecs take normalized x")
+                    name = "matvec_prefill"
+                    params.update(T=tn, TOK0=t0, TB=min(PREFILL_TB, tn), XV4=tn * m.cols // 4)
+                k = self.lib.kernel(name, params, {"FORMAT": f"formats/{m.fmt}",
+                                                   "EPILOGUE": f"epilogues/{epilogue}"})
+                bg = self._bind(cache_key + (row0, t0) if cache_key else None, k, bufs)
+                plan.append((k.pipeline, bg, (ceil(nrows / R / wg), 1, 1)))
+                count += 1
         return count
 
     def _bind(self, key, kernel, bufs):
