@@ -68,67 +68,57 @@ def _check_config(c: LlamaConfig) -> None:
         raise ModelError(f"config head_dim={c.head_dim} is not a multiple of 4 (the GPU path reads vec4)")
 
 
-def weights_from_tensors(config: LlamaConfig, tensors: dict, fmt: str = "f32") -> ModelWeights:
-    """GPU layouts from HF-named float tensors (f32 or f16 storage as `fmt`)."""
-    _check_config(config)
-    c = config
+def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool) -> ModelWeights:
+    """ModelWeights from matrix(name, row order or None) -> HostMatrix and vector(name) -> f32 array."""
+    _check_config(c)
     po_q = pair_order(c.num_attention_heads * c.head_dim, c.head_dim)
     po_k = pair_order(c.num_key_value_heads * c.head_dim, c.head_dim)
-
-    def m(name, order=None):
-        w = np.asarray(tensors[name], dtype=np.float32)
-        return pack_dense(w if order is None else w[order], fmt, name)
-
     layers = []
     for i in range(c.num_hidden_layers):
         p = f"model.layers.{i}."
         layers.append(LayerWeights(
-            qkv=stack_rows([m(p + "self_attn.q_proj.weight", po_q), m(p + "self_attn.k_proj.weight", po_k),
-                            m(p + "self_attn.v_proj.weight")], f"layer {i} qkv"),
-            o=m(p + "self_attn.o_proj.weight"),
-            gate_up=interleave_rows(m(p + "mlp.gate_proj.weight"), m(p + "mlp.up_proj.weight"), f"layer {i} mlp"),
-            down=m(p + "mlp.down_proj.weight"),
-            input_norm=np.asarray(tensors[p + "input_layernorm.weight"], np.float32),
-            post_norm=np.asarray(tensors[p + "post_attention_layernorm.weight"], np.float32)))
-    lm = None if c.tie_word_embeddings else m("lm_head.weight")
-    return ModelWeights(c, m("model.embed_tokens.weight"), layers,
-                        np.asarray(tensors["model.norm.weight"], np.float32), lm)
+            qkv=stack_rows([matrix(p + "self_attn.q_proj.weight", po_q), matrix(p + "self_attn.k_proj.weight", po_k),
+                            matrix(p + "self_attn.v_proj.weight", None)], f"layer {i} qkv"),
+            o=matrix(p + "self_attn.o_proj.weight", None),
+            gate_up=interleave_rows(matrix(p + "mlp.gate_proj.weight", None), matrix(p + "mlp.up_proj.weight", None),
+                                    f"layer {i} mlp"),
+            down=matrix(p + "mlp.down_proj.weight", None),
+            input_norm=vector(p + "input_layernorm.weight"),
+            post_norm=vector(p + "post_attention_layernorm.weight")))
+    lm = matrix("lm_head.weight", None) if has_lm_head and not c.tie_word_embeddings else None
+    return ModelWeights(c, matrix("model.embed_tokens.weight", None), layers, vector("model.norm.weight"), lm)
+
+
+def weights_from_tensors(config: LlamaConfig, tensors: dict, fmt: str = "f32") -> ModelWeights:
+    """GPU layouts from HF-named float tensors (f32 or f16 storage as `fmt`)."""
+    def matrix(name, order):
+        w = np.asarray(tensors[name], dtype=np.float32)
+        return pack_dense(w if order is None else w[order], fmt, name)
+    return _assemble(config, matrix, lambda name: np.asarray(tensors[name], np.float32), True)
 
 
 def weights_from_gguf(config: LlamaConfig, raw: dict) -> ModelWeights:
-    """GPU layouts straight from GGUF blocks (read_gguf_raw), so weights are bit-identical."""
-    _check_config(config)
-    c = config
-    po_q = pair_order(c.num_attention_heads * c.head_dim, c.head_dim)
-    po_k = pair_order(c.num_key_value_heads * c.head_dim, c.head_dim)
+    """GPU layouts straight from GGUF blocks (read_gguf_raw): F32/F16/Q8_0/Q4_1 bit-identical.
 
-    def m(name, order=None):
+    Other GGUF types (K-quants, ...) are dequantized with the gguf package and stored
+    as f16 on the GPU.
+    """
+    def matrix(name, order):
         t = raw[name]
         data = t.data if order is None else t.data[order]
-        if t.ggml_type not in ("F32", "F16", "Q8_0", "Q4_1"):
-            from .gguf_convert import dequantize_gguf  # other quant types: f16 on the GPU
-            raise ModelError(f"{name}: GGUF type {t.ggml_type} is not supported on the GPU yet "
-                             f"(supported: F32, F16, Q8_0, Q4_1). Fix: convert the model with one of those types")
-        return pack_ggml(t.ggml_type, data, t.shape[-1], name)
+        if t.ggml_type in ("F32", "F16", "Q8_0", "Q4_1"):
+            return pack_ggml(t.ggml_type, data, t.shape[-1], name)
+        import gguf
+        from gguf.quants import dequantize
+        w = dequantize(np.ascontiguousarray(data), getattr(gguf.GGMLQuantizationType, t.ggml_type))
+        return pack_dense(w.reshape(data.shape[0], -1), "f16", name)
 
-    def vec(name):
+    def vector(name):
         t = raw[name]
-        return t.data.view(np.float32).reshape(-1).copy() if t.ggml_type == "F32" else \
-            t.data.view(np.float16).reshape(-1).astype(np.float32)
-
-    layers = []
-    for i in range(c.num_hidden_layers):
-        p = f"model.layers.{i}."
-        layers.append(LayerWeights(
-            qkv=stack_rows([m(p + "self_attn.q_proj.weight", po_q), m(p + "self_attn.k_proj.weight", po_k),
-                            m(p + "self_attn.v_proj.weight")], f"layer {i} qkv"),
-            o=m(p + "self_attn.o_proj.weight"),
-            gate_up=interleave_rows(m(p + "mlp.gate_proj.weight"), m(p + "mlp.up_proj.weight"), f"layer {i} mlp"),
-            down=m(p + "mlp.down_proj.weight"),
-            input_norm=vec(p + "input_layernorm.weight"),
-            post_norm=vec(p + "post_attention_layernorm.weight")))
-    lm = None if c.tie_word_embeddings or "lm_head.weight" not in raw else m("lm_head.weight")
-    return ModelWeights(c, m("model.embed_tokens.weight"), layers, vec("model.norm.weight"), lm)
+        if t.ggml_type == "F32":
+            return t.data.view(np.float32).reshape(-1).copy()
+        return t.data.view(np.float16).reshape(-1).astype(np.float32)
+    return _assemble(config, matrix, vector, "lm_head.weight" in raw)
 
 
 @dataclass
