@@ -96,8 +96,20 @@ def dequantize(m: HostMatrix) -> np.ndarray:
     return (dm[:, :, 0:1] * q + dm[:, :, 1:2]).reshape(m.rows, m.cols)
 
 
+def unify(parts: list) -> list:
+    """Matrices to fuse in one format: as they are if they share one, else all as f16.
+
+    GGUF files often mix types inside a layer (e.g. Q4_K for q and k, Q6_K for v); a
+    fused matvec reads one layout, so such parts are dequantized and stored as f16.
+    """
+    if len({p.fmt for p in parts}) <= 1:
+        return parts
+    return [pack_dense(dequantize(p), "f16") for p in parts]
+
+
 def stack_rows(parts: list, what: str) -> HostMatrix:
-    """Matrices with equal format and columns, one below the other."""
+    """Matrices with equal columns, one below the other (formats unified first)."""
+    parts = unify(parts)
     fmts = {p.fmt for p in parts}
     cols = {p.cols for p in parts}
     if len(fmts) != 1 or len(cols) != 1:
@@ -108,6 +120,7 @@ def stack_rows(parts: list, what: str) -> HostMatrix:
 
 def interleave_rows(a: HostMatrix, b: HostMatrix, what: str) -> HostMatrix:
     """Rows a0, b0, a1, b1, ... (gate and up, so one invocation sees both halves of SwiGLU)."""
+    a, b = unify([a, b])
     if a.fmt != b.fmt or a.cols != b.cols or a.rows != b.rows:
         raise ModelError(f"{what}: gate and up differ in format or shape")
     words = np.empty((2 * a.rows, a.row_words()), np.uint32)

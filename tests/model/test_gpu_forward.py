@@ -136,3 +136,36 @@ def test_default_model_answers_paris(default_model):
     text = g.run()
     print(f"answer: {text!r}")
     assert "Paris" in text
+
+
+def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
+    """GGUF layouts: Q4_1/Q8_0/F32 blocks are used as they are; other types (Q5_0) become f16, and so do
+    matrices fused with a part of another type (q/k/v, gate/up)."""
+    import gguf
+    from gguf.quants import dequantize as gq_dequantize, quantize
+    from piegpu.model.gguf_convert import RawTensor
+    from piegpu.model.gpu_model import GpuModel, weights_from_gguf
+    from piegpu.model.reference import ReferenceModel
+    from tests.helpers import random_tensors
+    cfg = tiny_config(hidden=64, inter=96, heads=2, kv_heads=1, vocab=128)
+    t = random_tensors(cfg, seed=9)
+    raw, deq = {}, {}
+    kinds = ["Q4_1", "Q8_0", "Q5_0", "F32"]
+    fused = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"}
+    for i, (name, w) in enumerate(sorted(t.items())):
+        if w.ndim == 1:
+            raw[name] = RawTensor("F32", w.shape, w.view(np.uint8).reshape(1, -1))
+            deq[name] = w
+            continue
+        kind = kinds[i % len(kinds)]
+        qt = getattr(gguf.GGMLQuantizationType, kind)
+        blocks = quantize(w, qt)
+        raw[name] = RawTensor(kind, w.shape, blocks.reshape(w.shape[0], -1))
+        d = gq_dequantize(blocks, qt).reshape(w.shape)
+        mixed = any(f in name for f in fused)  # these layers mix types here, so they become f16
+        deq[name] = d.astype(np.float16).astype(np.float32) if kind == "Q5_0" or mixed else d
+    gm = GpuModel(weights_from_gguf(cfg, raw))
+    from piegpu.model.loaded import Model
+    from tests.helpers import NullTokenizer
+    model = Model(cfg, NullTokenizer(), gm, "gguf-tiny", None)
+    run_parity(model, ReferenceModel(cfg, deq), [3, 1, 4, 1, 5], steps=3, tol=5e-5)
