@@ -10,15 +10,50 @@ import time
 from pathlib import Path
 
 from .errors import PieGpuError
+from .samplers import NAMES as SAMPLER_NAMES
+
+
+def _sampler_options(args) -> tuple:
+    """(value of the named sampler, the other truncation/penalty options) from the generate flags."""
+    from .samplers import OPTION_ORDER
+    opts = {key: getattr(args, key) for key, _ in OPTION_ORDER}
+    value = None
+    for key, name in OPTION_ORDER:
+        if name == args.sampler:
+            value = opts.pop(key)
+    opts.update(mirostat_eta=args.mirostat_eta, repetition_penalty=args.repetition_penalty,
+                presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty)
+    return value, {k: v for k, v in opts.items() if v is not None}
+
+
+def _check_modes(args) -> None:
+    if args.speculative is not None and (args.json or args.schema or args.watermark is not None):
+        raise PieGpuError("generate: --speculative cannot be combined with --json/--schema/--watermark")
+    if (args.json or args.schema) and args.watermark is not None:
+        raise PieGpuError("generate: --json/--schema and --watermark cannot be combined yet. Fix: use one of them")
+    value, options = _sampler_options(args)
+    if args.speculative is not None and (args.sampler != "greedy" or value is not None or options):
+        raise PieGpuError("generate: --speculative is greedy decoding; it takes no sampler options. "
+                          "Fix: drop --sampler/--top-k/... or drop --speculative")
 
 
 def _cmd_generate(args) -> int:
     from .model.loaded import load_model
+    _check_modes(args)
+    schema = _read_schema(args.schema) if args.schema else None  # fail before the model loads
     model = load_model(args.model, verbose=True)
-    value = {"top-k": args.top_k, "top-p": args.top_p, "min-p": args.min_p, "top-a": args.top_a}.get(args.sampler)
+    value, options = _sampler_options(args)
+    if args.json or args.schema:
+        return _generate_json(model, args, schema, value, options)
+    if args.speculative is not None:
+        return _generate_speculative(model, args)
+    watermark = None
+    if args.watermark is not None:
+        from .inferlets.watermark import Watermark
+        watermark = Watermark(args.watermark, args.watermark_gamma, args.watermark_delta)
     t0 = time.perf_counter()
     g = model.generate(args.prompt, max_tokens=args.max_tokens, sampler=args.sampler, temperature=args.temperature,
-                       seed=args.seed, chat=args.chat, value=value)
+                       seed=args.seed, chat=args.chat, value=value, watermark=watermark, **options)
     first = None
     for piece in g:
         if first is None:
@@ -28,7 +63,55 @@ def _cmd_generate(args) -> int:
     sys.stdout.write("\n")
     s = g.stats
     print(f"piegpu: {s.generated} tokens in {s.decode_s:.2f} s ({s.decode_tokens_per_s:.1f} tokens/s decode; "
-          f"prompt {s.prompt_tokens} tokens in {s.prefill_s:.2f} s; stop: {s.stop_reason})", file=sys.stderr)
+          f"prompt {s.prompt_tokens} tokens in {s.prefill_s:.2f} s; stop: {s.stop_reason}; sampler: {g.sampler.name})",
+          file=sys.stderr)
+    if watermark is not None and g.tokens:
+        from .inferlets.watermark import score
+        sc = score([g.prompt_ids[-1]] + list(g.tokens), watermark.key, watermark.gamma)
+        print(f"piegpu: watermark z-score {sc.z:.2f} ({sc.green}/{sc.scored} tokens green, gamma {sc.gamma})",
+              file=sys.stderr)
+    return 0
+
+
+def _read_schema(path: str):
+    import json
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as e:
+        raise PieGpuError(f"generate --schema: cannot read {path}: {e}") from None
+    except json.JSONDecodeError as e:
+        raise PieGpuError(f"generate --schema: {path} is not JSON ({e}). Fix: pass a JSON schema file") from None
+
+
+def _generate_json(model, args, schema, value, options) -> int:
+    from .inferlets.json_mode import json_mode
+    jm = json_mode(model, schema)
+    if value is not None:
+        from .samplers import from_spec
+        sampler = from_spec(args.sampler, args.temperature, value, **options)
+        options = {}
+    else:
+        sampler = args.sampler
+
+    def show(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    jm.generate(args.prompt, max_tokens=args.max_tokens, sampler=sampler, temperature=args.temperature,
+                seed=args.seed, chat=args.chat, on_text=show, **options)
+    sys.stdout.write("\n")
+    s = jm.stats
+    print(f"piegpu: JSON, {s.tokens} tokens in {s.decode_s:.2f} s (masks {s.mask_s:.2f} s, {s.new_walks} new grammar "
+          f"states; stop: {s.stop_reason})", file=sys.stderr)
+    return 0
+
+
+def _generate_speculative(model, args) -> int:
+    from .inferlets.speculative import generate_speculative
+    tokens, s = generate_speculative(model, args.prompt, args.max_tokens, k=args.speculative, ngram=args.ngram,
+                                     chat=args.chat)
+    sys.stdout.write(model.tokenizer.decode(tokens) + "\n")
+    print(f"piegpu: {s.generated} tokens in {s.passes} passes ({s.tokens_per_pass:.2f} tokens/pass, "
+          f"{s.accepted}/{s.drafted} drafts accepted, {s.decode_s:.2f} s; stop: {s.stop_reason})", file=sys.stderr)
     return 0
 
 
@@ -117,8 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="stream a continuation of PROMPT to stdout")
     g.add_argument("prompt")
     g.add_argument("--max-tokens", type=int, default=128)
-    g.add_argument("--sampler", default="greedy", choices=["greedy", "temperature", "top-k", "top-p", "min-p",
-                                                           "top-a"])
+    g.add_argument("--sampler", default="greedy", choices=list(SAMPLER_NAMES),
+                   help="the sampler; its parameter comes from the flag of the same name (e.g. --typical 0.9)")
     g.add_argument("--temperature", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
@@ -127,6 +210,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=None)
     g.add_argument("--min-p", type=float, default=None)
     g.add_argument("--top-a", type=float, default=None)
+    g.add_argument("--typical", type=float, default=None, metavar="MASS", help="locally typical sampling mass")
+    g.add_argument("--epsilon-cutoff", type=float, default=None, metavar="EPS")
+    g.add_argument("--eta-cutoff", type=float, default=None, metavar="ETA")
+    g.add_argument("--mirostat", type=float, default=None, metavar="TAU", help="Mirostat v2 target surprise (bits)")
+    g.add_argument("--mirostat-eta", type=float, default=None, metavar="LR", help="Mirostat learning rate (0.1)")
+    g.add_argument("--repetition-penalty", type=float, default=None, metavar="R", help="CTRL-style, 1 = off")
+    g.add_argument("--presence-penalty", type=float, default=None, metavar="P")
+    g.add_argument("--frequency-penalty", type=float, default=None, metavar="F")
+    g.add_argument("--watermark", type=int, default=None, metavar="KEY", help="greenlist watermark with this key")
+    g.add_argument("--watermark-gamma", type=float, default=0.25, metavar="G", help="green fraction (0.25)")
+    g.add_argument("--watermark-delta", type=float, default=2.0, metavar="D", help="green logit bias (2.0)")
+    g.add_argument("--json", action="store_true", help="constrain the output to a JSON object")
+    g.add_argument("--schema", default=None, metavar="FILE", help="constrain the output to this JSON schema")
+    g.add_argument("--speculative", type=int, default=None, metavar="K",
+                   help="greedy decoding with K prompt-lookup drafts verified per pass")
+    g.add_argument("--ngram", type=int, default=3, help="prompt-lookup n-gram length for --speculative (3)")
     g.set_defaults(func=_cmd_generate)
     c = sub.add_parser("compile", help="print the device code of a traced function FILE.py:FUNC")
     c.add_argument("function", metavar="FILE.py:FUNC")

@@ -12,7 +12,7 @@ from .dtypes import dtype
 from .errors import ValidationError
 from .eta import intrinsics
 from .forward import ForwardPass, StateGeometry
-from .samplers import from_spec, rng_advance
+from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 
 PREFILL_CHUNKS = (256, 128, 64, 32, 16, 8, 4, 2, 1)  # few distinct pass shapes, each compiled once
 
@@ -33,28 +33,55 @@ class GenerationStats:
         return self.generated / self.decode_s if self.decode_s > 0 else 0.0
 
 
+class Prefiller:
+    """Prefill passes for one working set: a pass per chunk size in PREFILL_CHUNKS, built once and reused."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.passes: dict = {}  # T -> (fwd, tokens channel)
+
+    async def run(self, pipe, ids: list) -> None:
+        """Append `ids` to the working set (no logits are read out)."""
+        pos = 0
+        while pos < len(ids):
+            T = next(c for c in PREFILL_CHUNKS if c <= len(ids) - pos)
+            fwd, ch = self.passes.get(T) or self._pass(T)
+            ch.put(ids[pos: pos + T])
+            await pipe.submit(fwd)
+            pos += T
+
+    def _pass(self, T: int):
+        ch = Channel([T], dtype.i32).named(f"prompt[{T}]")
+        fwd = ForwardPass()
+        fwd.embed(ch, Channel.from_([0, T], dtype.u32))
+        fwd.state([self.ws], StateGeometry.folding())
+        self.passes[T] = (fwd, ch)
+        return fwd, ch
+
+
 @dataclass
 class _DecodeLoop:
     fwd: ForwardPass
     token_in: Channel
     token_out: Channel
-    rng: Channel | None
+    states: SamplerStates
 
 
 @dataclass
 class _SeqState:
-    """What a working set needs between generations: reusable passes and the token not yet embedded."""
+    """What a working set needs between generations: reusable passes, its tokens, the token not yet embedded."""
 
-    prefill: dict = field(default_factory=dict)  # T -> (fwd, tokens channel)
+    prefill: Prefiller
     decode: dict = field(default_factory=dict)  # sampler -> _DecodeLoop
     pending: int | None = None
+    embedded: list = field(default_factory=list)  # the tokens in the KV state (penalties count them)
 
 
 class Generation:
     """One streaming generation: iterate (for/async for) to get text pieces as tokens arrive."""
 
     def __init__(self, model, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
-                 seed: int = 0, stop=None, working_set=None, chat: bool = False, **sampler_args):
+                 seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, **sampler_args):
         if not isinstance(prompt, str):
             raise ValidationError(f"generate: prompt must be a str, got {type(prompt).__name__}")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -68,9 +95,14 @@ class Generation:
         for k in ("k", "p", "a"):
             if k in sampler_args:
                 value = sampler_args.pop(k)
+        options = {k: sampler_args.pop(k) for k in OPTIONS if k in sampler_args}
         if sampler_args:
-            raise ValidationError(f"generate: unknown arguments {sorted(sampler_args)}")
-        self.sampler = from_spec(sampler, temperature, value)
+            raise ValidationError(f"generate: unknown arguments {sorted(sampler_args)}. Fix: sampler options are "
+                                  f"{['value', 'k', 'p', 'a', 'watermark', *OPTIONS]}")
+        self.sampler = from_spec(sampler, temperature, value, **options)
+        if watermark is not None:
+            from .inferlets.watermark import Watermark
+            self.sampler = self.sampler.then(Watermark.of(watermark))
         self.seed = seed
         self.stop_ids, self.stop_strings = self._stops(stop)
         ids = model.tokenizer.encode(self.prompt).ids
@@ -111,15 +143,31 @@ class Generation:
     def __iter__(self):
         loop = asyncio.new_event_loop()
         agen = self.__aiter__()
+
+        async def next_piece():
+            return await agen.__anext__()
+        step = None
         try:
             while True:
+                step = loop.create_task(next_piece())
                 try:
-                    yield loop.run_until_complete(agen.__anext__())
+                    piece = loop.run_until_complete(step)
                 except StopAsyncIteration:
                     break
+                yield piece
         finally:
-            loop.run_until_complete(agen.aclose())
-            loop.close()
+            # A KeyboardInterrupt raised inside the loop (a signal, a callback) leaves the step
+            # pending: cancel it and let it finish, so the stream rewinds the passes in flight.
+            if step is not None and not step.done():
+                step.cancel()
+                try:
+                    loop.run_until_complete(step)
+                except BaseException:  # the cancellation (or what the stream raised meanwhile)
+                    pass
+            try:
+                loop.run_until_complete(agen.aclose())
+            finally:
+                loop.close()
 
     def __aiter__(self):
         return self._stream()
@@ -144,21 +192,23 @@ class Generation:
             self.ws = model.working_set(need)
         seq = getattr(self.ws, "_generation", None)
         if seq is None:
-            seq = self.ws._generation = _SeqState()
+            seq = self.ws._generation = _SeqState(Prefiller(self.ws))
+        if len(seq.embedded) != self.ws.length:  # the working set was also used outside generate()
+            seq.embedded = [-1] * self.ws.length
         t0 = time.perf_counter()
-        await self._prefill(pipe, seq, self.prompt_ids[:-1])
+        await seq.prefill.run(pipe, self.prompt_ids[:-1])
         loop = self._decode_loop(seq)
         loop.token_in.clear()
         loop.token_in.put([self.prompt_ids[-1]])
-        if loop.rng is not None:
-            loop.rng.clear()
-            loop.rng.put([self.seed, 0])
+        loop.states.seed(SeqContext(tuple(seq.embedded + self.prompt_ids), model.config.vocab_size, self.seed))
         self.stats.prefill_s = time.perf_counter() - t0
         queue: asyncio.Queue = asyncio.Queue()
         emitted = [0]
+        taken: list = []
 
         async def on_token():
             tok = await loop.token_out.take_scalar()
+            taken.append(tok)
             if tok in self.stop_ids:
                 seq.pending = tok
                 self.stats.stop_reason = "stop token"
@@ -201,27 +251,15 @@ class Generation:
                     await task
                 except (asyncio.CancelledError, Exception):
                     pass
+            if taken:  # the last token taken is pending, not embedded
+                seq.embedded += self.prompt_ids + taken[:-1]
+            else:  # stopped before the first token: the prompt's last token is still pending
+                seq.embedded += self.prompt_ids[:-1]
+                seq.pending = self.prompt_ids[-1]
         self.stats.decode_s = time.perf_counter() - t1
         self.stats.generated = len(self.tokens)
         if not self.stats.stop_reason:
             self.stats.stop_reason = "max_tokens"
-
-    async def _prefill(self, pipe, seq: _SeqState, ids: list) -> None:
-        pos = 0
-        while pos < len(ids):
-            T = next(c for c in PREFILL_CHUNKS if c <= len(ids) - pos)
-            fwd, ch = seq.prefill.get(T) or self._prefill_pass(seq, T)
-            ch.put(ids[pos: pos + T])
-            await pipe.submit(fwd)
-            pos += T
-
-    def _prefill_pass(self, seq: _SeqState, T: int):
-        ch = Channel([T], dtype.i32).named(f"prompt[{T}]")
-        fwd = ForwardPass()
-        fwd.embed(ch, Channel.from_([0, T], dtype.u32))
-        fwd.state([self.ws], StateGeometry.folding())
-        seq.prefill[T] = (fwd, ch)
-        return fwd, ch
 
     def _decode_loop(self, seq: _SeqState) -> _DecodeLoop:
         loop = seq.decode.get(self.sampler)
@@ -230,21 +268,16 @@ class Generation:
         from .channel import channel_capacity
         token_in = Channel([1], dtype.i32).named("token_in")
         token_out = Channel([1], dtype.i32).named("token_out").capacity(channel_capacity())
-        rng = Channel([2], dtype.u32).named("rng_state") if self.sampler.needs_rng else None
+        states = SamplerStates(self.sampler, self.model.config.vocab_size)
         fwd = ForwardPass()
         fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
         fwd.state([self.ws], StateGeometry.folding())
-        sampler = self.sampler
 
         @fwd.epilogue
         def _():
-            logits = intrinsics.output(0, "logits")
-            state = rng.take() if rng is not None else None
-            token = eta.reshape(eta.cast(sampler.sample(logits, state), dtype.i32), [1])
-            if rng is not None:
-                rng.put(rng_advance(state))
+            token = eta.reshape(eta.cast(states.step(intrinsics.output(0, "logits")), dtype.i32), [1])
             token_in.put(token)
             token_out.put(token)
 
-        loop = seq.decode[self.sampler] = _DecodeLoop(fwd, token_in, token_out, rng)
+        loop = seq.decode[self.sampler] = _DecodeLoop(fwd, token_in, token_out, states)
         return loop

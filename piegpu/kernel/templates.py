@@ -72,7 +72,10 @@ def materialize(p, roots: list) -> None:
         for nid, dests in roots:
             node = _node(p, nid)
             idx = ir.delinear(GID, node.type.shape)
-            v = kb.value(nid, idx, compute=True)
+            # The kernel that fills a node's own slot computes it; a copy elsewhere (a
+            # channel put, an output) of an already stored node just loads it.
+            own = any(d[0] == "arena" and d[1] == p.slots.get(nid) for d in dests)
+            v = kb.value(nid, idx, compute=own)
             for d in dests:
                 _store(kb, d, GID, v)
 

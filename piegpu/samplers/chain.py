@@ -1,0 +1,215 @@
+"""The Sampler chain, and the device channels that carry its states between passes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import eta
+from ..dtypes import dtype
+from ..errors import ValidationError
+from .penalties import Penalties
+from .state import Processor, SeqContext, StateSpec, Truncation, check_temperature
+from .truncations import Mirostat
+
+F32_MAX = float(np.finfo(np.float32).max)
+RNG_STATE = "rng"
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """A sampler chain: processors -> temperature -> truncations -> Gumbel-max (argmax at temperature 0)."""
+
+    temperature: float = 1.0
+    truncations: tuple = ()
+    processors: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "temperature", check_temperature(self.temperature))
+        object.__setattr__(self, "truncations", tuple(self.truncations))
+        object.__setattr__(self, "processors", tuple(self.processors))
+        for t in self.truncations:
+            if not isinstance(t, Truncation):
+                raise ValidationError(f"Sampler: {t!r} is not a Truncation stage (TopK, TopP, Typical, Mirostat...)")
+        for p in self.processors:
+            if not isinstance(p, Processor):
+                raise ValidationError(f"Sampler: {p!r} is not a Processor stage (Penalties, Watermark...)")
+        mirostats = [i for i, t in enumerate(self.truncations) if isinstance(t, Mirostat)]
+        if mirostats and mirostats != [len(self.truncations) - 1]:
+            raise ValidationError("Sampler: Mirostat must be the last truncation (it adapts to what is drawn). "
+                                  "Fix: put it after top-k/top-p/... or use it alone")
+        names = [s.name for s in self.states(2)]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValidationError(f"Sampler: two stages carry state named {sorted(dup)}. Fix: use one stage of each kind")
+
+    # ---- description -------------------------------------------------------------------------
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0: the argmax of the processed logits (truncations do not matter)."""
+        return self.temperature == 0.0
+
+    @property
+    def needs_rng(self) -> bool:
+        """Whether the sampler draws random numbers (greedy does not)."""
+        return not self.greedy
+
+    @property
+    def name(self) -> str:
+        """greedy, temperature, the truncation's name, or the names joined by '+'."""
+        if self.greedy:
+            return "greedy"
+        if not self.truncations:
+            return "temperature"
+        return "+".join(t.name for t in self.truncations)
+
+    @property
+    def param(self) -> float:
+        """The parameter of a single-truncation sampler (k, p, a, mass, ...); 0 otherwise."""
+        if len(self.truncations) != 1:
+            return 0.0
+        t = self.truncations[0]
+        return float(next(getattr(t, f) for f in ("k", "p", "a", "mass", "epsilon", "tau", "eta") if hasattr(t, f)))
+
+    def then(self, *stages) -> "Sampler":
+        """This sampler with more stages: Processors join the processors, Truncations the truncations."""
+        procs, truncs = list(self.processors), list(self.truncations)
+        for s in stages:
+            if isinstance(s, Processor):
+                procs.append(s)
+            elif isinstance(s, Truncation):
+                truncs.append(s)
+            else:
+                raise ValidationError(f"Sampler.then: {s!r} is not a sampler stage")
+        truncs.sort(key=lambda t: isinstance(t, Mirostat))  # Mirostat stays last
+        return replace(self, processors=tuple(procs), truncations=tuple(truncs))
+
+    def with_penalties(self, repetition: float = 1.0, presence: float = 0.0, frequency: float = 0.0) -> "Sampler":
+        """This sampler with repetition/presence/frequency penalties (a no-op stage is not added)."""
+        p = Penalties(repetition, presence, frequency)
+        rest = tuple(s for s in self.processors if not isinstance(s, Penalties))
+        return replace(self, processors=((p,) if p.active else ()) + rest)
+
+    def _stages(self) -> tuple:
+        return self.processors + (() if self.greedy else self.truncations)
+
+    def states(self, vocab: int) -> tuple:
+        """Every StateSpec the chain carries on the device (the RNG state [key, counter] last)."""
+        specs = [s for st in self._stages() for s in st.states(vocab)]
+        if self.needs_rng:
+            specs.append(StateSpec(RNG_STATE, (2,), dtype.u32))
+        return tuple(specs)
+
+    def initial(self, ctx: SeqContext) -> dict:
+        """Initial numpy values of every state for a decode run over ctx."""
+        out = {}
+        for st in self._stages():
+            out.update(st.initial(ctx))
+        if self.needs_rng:
+            out[RNG_STATE] = np.array([ctx.seed & 0xFFFFFFFF, 0], np.uint32)
+        return out
+
+    # ---- traced ------------------------------------------------------------------------------
+    def logits(self, logits, states: dict, allowed=None):
+        """Traced: the final logits the draw uses (after the mask, processors, temperature, truncations)."""
+        x = eta.sanitize(logits)
+        if allowed is not None:
+            x = eta.mask_apply(x, allowed)
+        for p in self.processors:
+            x = p.apply(x, states)
+        if self.greedy:
+            return x
+        if self.temperature != 1.0:
+            x = x * (1.0 / self.temperature)
+        # +inf (or a logit that overflows when scaled) would make every softmax NaN: the
+        # largest finite value keeps such a token dominant and the truncations well defined
+        x = eta.minimum(x, F32_MAX)
+        for t in self.truncations:
+            x = eta.mask_apply(x, t.keep(x, states))
+        return x
+
+    def step(self, logits, states: dict | None = None, allowed=None):
+        """Traced: (token i32 over the leading axes, next states) for logits [..., vocab].
+
+        `states` maps each StateSpec name to its current value; `allowed` is an optional
+        bool mask (a grammar) applied before everything else.
+        """
+        states = dict(states or {})
+        missing = [s.name for s in self.states(2) if s.name not in states]
+        if missing:
+            raise ValidationError(f"Sampler.step: missing device states {missing}. Fix: pass every state of "
+                                  "sampler.states(vocab) (SamplerStates.take() does)")
+        x = self.logits(logits, states, allowed)
+        if self.greedy:
+            token = eta.reduce_argmax(x)
+        else:
+            token = eta.gumbel_max(x, states[RNG_STATE])
+        new = {}
+        for st in self._stages():
+            new.update(st.update(states, token, x))
+        if self.needs_rng:
+            new[RNG_STATE] = rng_advance(states[RNG_STATE])
+        return token, new
+
+    def keep_mask(self, x, states: dict | None = None):
+        """Traced: the combined keep mask of the truncations on scaled logits x (None without truncations)."""
+        keep = None
+        for t in self.truncations:
+            k = t.keep(x, states or {})
+            keep = k if keep is None else eta.and_(keep, k)
+            x = eta.mask_apply(x, k)
+        return keep
+
+    def sample(self, logits, state):
+        """Traced: the sampled token id for a sampler whose only state is the RNG state (None when greedy)."""
+        extra = [s.name for s in self.states(2) if s.name != RNG_STATE]
+        if extra:
+            raise ValidationError(f"Sampler.sample: this sampler carries device state {extra}. "
+                                  "Fix: use sampler.step(logits, states) with SamplerStates")
+        token, _ = self.step(logits, {RNG_STATE: state} if self.needs_rng else {})
+        return token
+
+
+class SamplerStates:
+    """The device channels holding a sampler's states for one decode loop (created once, seeded per run)."""
+
+    def __init__(self, sampler: Sampler, vocab: int, label: str = "sampler"):
+        from ..channel import Channel
+        self.sampler = sampler
+        self.vocab = vocab
+        self.specs = sampler.states(vocab)
+        self.channels = {s.name: Channel(s.shape, s.dtype).named(f"{label}:{s.name}") for s in self.specs}
+
+    def seed(self, ctx: SeqContext) -> None:
+        """Host: drop whatever the channels hold and put each state's initial value (no pass in flight)."""
+        init = self.sampler.initial(ctx)
+        for s in self.specs:
+            if s.name not in init:
+                raise ValidationError(f"sampler stage state {s.name!r} has no initial value")
+            ch = self.channels[s.name]
+            ch.clear()
+            ch.put(np.asarray(init[s.name]).astype(s.dtype.np).reshape(s.shape))
+
+    def take(self) -> dict:
+        """Traced: every state's current cell (consumed by the pass)."""
+        return {n: ch.take() for n, ch in self.channels.items()}
+
+    def put(self, new: dict) -> None:
+        """Traced: the next value of every state."""
+        missing = set(self.channels) - set(new)
+        if missing:
+            raise ValidationError(f"sampler step returned no next value for states {sorted(missing)}")
+        for n, ch in self.channels.items():
+            ch.put(new[n])
+
+    def step(self, logits, allowed=None):
+        """Traced: take the states, run the sampler, put the next states; returns the token."""
+        token, new = self.sampler.step(logits, self.take(), allowed)
+        self.put(new)
+        return token
+
+
+def rng_advance(state):
+    """[key, counter + 1]: the next draw's state, loop-carried on the device."""
+    return eta.concat([eta.slice_last(state, 0, 1), eta.slice_last(state, 1, 1) + 1])

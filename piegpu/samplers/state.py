@@ -1,0 +1,81 @@
+"""The pieces every sampler stage is built from: state declarations and the stage base classes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..dtypes import DType
+from ..errors import ValidationError
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One piece of device state a sampler carries between passes (one channel cell)."""
+
+    name: str
+    shape: tuple
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class SeqContext:
+    """What initial states may depend on: the sequence's tokens so far (last = pending), vocab, seed."""
+
+    tokens: tuple
+    vocab: int
+    seed: int = 0
+
+
+class Stage:
+    """One link of a sampler chain. Subclasses are frozen dataclasses: samplers are hashable cache keys."""
+
+    name = "stage"
+
+    def states(self, vocab: int) -> tuple:
+        """The StateSpecs this stage carries on the device (none by default)."""
+        return ()
+
+    def initial(self, ctx: SeqContext) -> dict:
+        """Initial values (numpy) of this stage's states for a new decode run."""
+        return {}
+
+    def update(self, states: dict, token, final) -> dict:
+        """Traced: the stage's next states once `token` was drawn from the `final` logits."""
+        return {}
+
+
+class Processor(Stage):
+    """A stage that rewrites the logits before temperature (penalties, watermark bias)."""
+
+    def apply(self, x, states: dict):
+        """Traced: the processed logits."""
+        raise NotImplementedError
+
+
+class Truncation(Stage):
+    """A stage that keeps a subset of tokens after temperature."""
+
+    def keep(self, x, states: dict):
+        """Traced: the bool keep mask of the (scaled, possibly already truncated) logits x."""
+        raise NotImplementedError
+
+
+def check_temperature(t) -> float:
+    """t as a float, or a ValidationError unless it is finite and >= 0."""
+    try:
+        t = float(t)
+    except (TypeError, ValueError):
+        raise ValidationError(f"temperature must be a number >= 0, got {t!r}") from None
+    if not (t >= 0.0 and math.isfinite(t)):
+        raise ValidationError(f"temperature must be a finite number >= 0, got {t!r}")
+    return t
+
+
+def check_unit(p, fn: str, name: str, closed: bool = True) -> float:
+    """p as a float in (0, 1] (closed) or (0, 1), or a ValidationError naming fn and the parameter."""
+    p = float(p)
+    ok = 0.0 < p <= 1.0 if closed else 0.0 < p < 1.0
+    if not ok:
+        raise ValidationError(f"{fn}: {name} must be in (0, 1{']' if closed else ')'}, got {p!r}")
+    return p

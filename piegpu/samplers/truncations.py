@@ -1,0 +1,208 @@
+"""Truncation stages: which tokens a sampler may draw from the scaled logits (all along the last axis)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import eta
+from ..dtypes import dtype
+from ..errors import ValidationError
+from ..eta.composites import keep_dims
+from .state import StateSpec, Truncation, check_unit
+
+LN2 = math.log(2.0)
+NEG_INF = float("-inf")
+
+
+def _top(x):
+    """The argmax token(s) of x, which every cutoff keeps so the kept set is never empty."""
+    return x >= keep_dims(eta.reduce_max(x), x)
+
+
+@dataclass(frozen=True)
+class TopK(Truncation):
+    """Keep the k most likely tokens (ties -> lower id)."""
+
+    k: int
+    name = "top-k"
+
+    def __post_init__(self):
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ValidationError(f"top_k: k must be an int >= 1, got {self.k!r}")
+
+    def keep(self, x, states):
+        return eta.top_k_mask(x, min(self.k, x.shape[-1]))
+
+
+@dataclass(frozen=True)
+class TopP(Truncation):
+    """Nucleus: keep a token when the mass before it in descending order is < p."""
+
+    p: float
+    name = "top-p"
+
+    def __post_init__(self):
+        object.__setattr__(self, "p", check_unit(self.p, "top_p", "p"))
+
+    def keep(self, x, states):
+        return eta.top_p_mask(x, self.p)
+
+
+@dataclass(frozen=True)
+class MinP(Truncation):
+    """Keep tokens with prob >= p * max_prob."""
+
+    p: float
+    name = "min-p"
+
+    def __post_init__(self):
+        object.__setattr__(self, "p", check_unit(self.p, "min_p", "p"))
+
+    def keep(self, x, states):
+        return eta.min_p_mask(x, self.p)
+
+
+@dataclass(frozen=True)
+class TopA(Truncation):
+    """Keep tokens with prob >= a * max_prob^2."""
+
+    a: float
+    name = "top-a"
+
+    def __post_init__(self):
+        a = float(self.a)
+        if not (a >= 0.0 and math.isfinite(a)):
+            raise ValidationError(f"top_a: a must be a finite number >= 0, got {self.a!r}")
+        object.__setattr__(self, "a", a)
+
+    def keep(self, x, states):
+        return eta.top_a_mask(x, self.a)
+
+
+@dataclass(frozen=True)
+class Typical(Truncation):
+    """Locally typical sampling: keep the tokens whose surprise is closest to the entropy, up to `mass`.
+
+    Tokens are ordered by |-log p - H| ascending (ties -> lower id); a token is kept when
+    the probability mass of the tokens before it in that order is < mass (the top-p rule).
+    """
+
+    mass: float
+    name = "typical"
+
+    def __post_init__(self):
+        object.__setattr__(self, "mass", check_unit(self.mass, "typical", "mass"))
+
+    def keep(self, x, states):
+        ls = eta.log_softmax(x)
+        p = eta.exp(ls)
+        p = eta.select(eta.isnan(p), 0.0, p)  # all -inf logits: nothing is likely
+        h = eta.neg(eta.reduce_sum(eta.select(p > 0.0, p * ls, 0.0)))
+        dist = eta.abs_(eta.neg(ls) - keep_dims(h, x))  # >= 0; +inf for impossible tokens
+        dist = eta.select(eta.isnan(dist), float("inf"), dist)
+        return eta.and_(_ascending_mass_mask(dist, p, self.mass), x > NEG_INF)
+
+
+def _ascending_mass_mask(key, p, mass: float):
+    """Keep an element when the mass of the elements before it in (key asc, index asc) order is < mass.
+
+    No sort: key >= 0, so its f32 bit patterns order like its values. A 32-step bisection
+    finds B0, the largest pattern whose strictly-smaller mass F(B0) is < mass; elements
+    below B0 are kept, those above are not, and ties at B0 are kept in index order
+    while F(B0) + (tied mass before them) < mass. 33 reductions instead of a vocab sort.
+    """
+    bits = eta.bitcast(key, dtype.u32)
+    lead = key.shape[:-1]
+    lo = eta.broadcast(eta.cast(0, dtype.u32), lead)
+    hi = eta.broadcast(eta.cast(eta.broadcast(0xFFFFFFFF, []), dtype.u32), lead)
+
+    def mass_below(b):
+        return eta.reduce_sum(eta.select(bits < keep_dims(b, key), p, 0.0))
+
+    for _ in range(32):  # invariant: mass_below(lo) < mass; the answer is in [lo, hi]
+        mid = hi - (hi - lo) // 2
+        ok = mass_below(mid) < mass
+        lo = eta.select(ok, mid, lo)
+        hi = eta.select(ok, hi, mid - 1)
+    b0 = keep_dims(lo, key)
+    tie = eta.eq(bits, b0)
+    tied_p = eta.select(tie, p, 0.0)
+    before = eta.cumsum(tied_p) - tied_p  # tied mass at a lower index
+    keep_tie = eta.and_(tie, keep_dims(mass_below(lo), key) + before < mass)
+    return eta.or_(bits < b0, keep_tie)
+
+
+@dataclass(frozen=True)
+class EpsilonCutoff(Truncation):
+    """Epsilon sampling: keep tokens with prob >= epsilon (and always the most likely)."""
+
+    epsilon: float
+    name = "epsilon-cutoff"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_unit(self.epsilon, "epsilon_cutoff", "epsilon", closed=False))
+
+    def keep(self, x, states):
+        return eta.or_(eta.softmax(x) >= self.epsilon, _top(x))
+
+
+@dataclass(frozen=True)
+class EtaCutoff(Truncation):
+    """Eta sampling: keep tokens with prob >= min(eta, sqrt(eta) * exp(-entropy)) (and the most likely)."""
+
+    eta: float
+    name = "eta-cutoff"
+
+    def __post_init__(self):
+        object.__setattr__(self, "eta", check_unit(self.eta, "eta_cutoff", "eta", closed=False))
+
+    def keep(self, x, states):
+        p = eta.softmax(x)
+        h = eta.entropy(p)
+        thr = eta.minimum(eta.exp(eta.neg(h)) * math.sqrt(self.eta), self.eta)
+        return eta.or_(p >= keep_dims(thr, x), _top(x))
+
+
+@dataclass(frozen=True)
+class Mirostat(Truncation):
+    """Mirostat v2: keep tokens with surprise -log2 p <= mu; after each draw mu -= eta * (surprise - tau).
+
+    mu starts at 2 * tau and lives in a device channel; the observed surprise is that of
+    the drawn token under the renormalised kept distribution (as llama.cpp computes it).
+    """
+
+    tau: float = 5.0
+    eta: float = 0.1
+    name = "mirostat"
+
+    def __post_init__(self):
+        tau, lr = float(self.tau), float(self.eta)
+        if not (tau > 0 and math.isfinite(tau)):
+            raise ValidationError(f"mirostat: tau (target surprise, bits) must be > 0, got {self.tau!r}")
+        if not (lr > 0 and math.isfinite(lr)):
+            raise ValidationError(f"mirostat: eta (learning rate) must be > 0, got {self.eta!r}")
+        object.__setattr__(self, "tau", tau)
+        object.__setattr__(self, "eta", lr)
+
+    def states(self, vocab):
+        return (StateSpec("mirostat_mu", (1,), dtype.f32),)
+
+    def initial(self, ctx):
+        return {"mirostat_mu": np.array([2.0 * self.tau], np.float32)}
+
+    def keep(self, x, states):
+        mu = states["mirostat_mu"]
+        surprise = eta.neg(eta.log_softmax(x)) * (1.0 / LN2)
+        return eta.or_(surprise <= mu, _top(x))
+
+    def update(self, states, token, final):
+        mu = states["mirostat_mu"]
+        idx = eta.reshape(eta.cast(token, dtype.i32), token.shape + (1,))
+        lp = eta.take_last(eta.log_softmax(final), idx)  # [..., 1]
+        surprise = eta.neg(lp) * (1.0 / LN2)
+        new = mu - (surprise - self.tau) * self.eta
+        ok = eta.not_(eta.or_(eta.isnan(surprise), eta.isinf(surprise)))
+        return {"mirostat_mu": eta.select(ok, new, mu)}
