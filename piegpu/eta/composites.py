@@ -66,26 +66,54 @@ def gumbel_max(logits, state) -> Tensor:
     return F.reduce_argmax(x + F.gumbel(state, x.shape))
 
 
-def _rank_threshold(x: Tensor, order_idx: Tensor, pos: Tensor) -> Tensor:
-    """Keep mask of the elements ranked at or before position `pos` in descending order.
+def order_key(x: Tensor) -> Tensor:
+    """u32 keys that order like the values: NaN as -inf; f32 sign-flipped, i32 offset, u32 as is."""
+    if x.dtype == dtype.f32:
+        b = F.bitcast(F.select(F.isnan(x), NEG_INF, x), dtype.u32)
+        neg = F.shr(b, 31) > 0
+        return F.select(neg, F.bit_not(b), F.bit_or(b, 0x80000000))
+    if x.dtype == dtype.i32:
+        return F.bit_xor(F.bitcast(x, dtype.u32), 0x80000000)
+    return x
 
-    Order is (value desc, index asc) with NaN as -inf, so the kept set is exactly the
-    first pos+1 elements of sort_desc; computed elementwise from the boundary element.
+
+def bisect_keys(key: Tensor, lead: tuple, too_big) -> Tensor:
+    """Per row, the smallest u32 B with too_big(B) false (too_big must be monotone: true, then false).
+
+    32 steps of reductions over the last axis; `lead` is the row shape.
     """
-    key = F.select(F.isnan(x), NEG_INF, x) if x.dtype == dtype.f32 else x
-    b_idx = F.take_last(order_idx, pos)  # [..., 1]: index of the boundary element
-    b_val = F.take_last(key, b_idx)
-    col = F.cast(F.broadcast(F.iota(x.shape[-1]), x.shape), dtype.i32)
-    bv, bi = F.broadcast(b_val, x.shape), F.broadcast(b_idx, x.shape)
-    return F.or_(key > bv, F.and_(F.eq(key, bv), col <= bi))
+    lo = F.broadcast(F.cast(0, dtype.u32), lead)
+    hi = F.broadcast(F.cast(F.broadcast(0xFFFFFFFF, []), dtype.u32), lead)
+    for _ in range(32):
+        mid = lo + (hi - lo) // 2
+        big = too_big(mid)
+        lo = F.select(big, mid + 1, lo)
+        hi = F.select(big, hi, mid)
+    return hi
 
 
 def top_k_mask(x, k: int) -> Tensor:
-    """Bool mask keeping the k largest along the last axis (ties -> lower index)."""
+    """Bool mask keeping the k largest along the last axis (ties -> lower index; NaN as -inf).
+
+    Without sorting: a bisection over order-preserving u32 keys finds B0, the smallest
+    key with fewer than k elements above it (integer counts, so exact); everything above
+    B0 is kept, and elements equal to B0 are kept in index order up to k.
+    """
     x = to_tensor(x, None, "top_k_mask")
-    _, idx = F.top_k(x, k)
-    pos = F.broadcast(k - 1, x.shape[:-1] + (1,))
-    return _rank_threshold(x, idx, pos)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= (x.shape[-1] if x.shape else 0):
+        raise ValidationError(f"top_k_mask: k={k!r} must be an int in 1..{x.shape[-1] if x.shape else 0}")
+    key = order_key(x)
+    lead = x.shape[:-1]
+
+    def above(b):
+        return F.reduce_sum(F.cast(key > keep_dims(b, x), dtype.i32))
+
+    b0 = bisect_keys(key, lead, lambda b: above(b) >= k)
+    tie = F.eq(key, keep_dims(b0, x))
+    tie_i = F.cast(tie, dtype.i32)
+    before = F.cumsum(tie_i) - tie_i  # ties with a lower index
+    room = keep_dims(k - above(b0), x)
+    return F.or_(key > keep_dims(b0, x), F.and_(tie, before < room))
 
 
 def top_p_mask(logits, p: float) -> Tensor:
@@ -103,17 +131,11 @@ def top_p_mask(logits, p: float) -> Tensor:
     probs = F.select(F.isnan(probs), 0.0, probs)  # all -inf logits: nothing is likely
     bits = F.bitcast(probs, dtype.u32)
     lead = x.shape[:-1]
-    lo = F.broadcast(F.cast(0, dtype.u32), lead)
-    hi = F.broadcast(F.cast(F.broadcast(0xFFFFFFFF, []), dtype.u32), lead)
 
     def mass_above(b):
         return F.reduce_sum(F.select(bits > keep_dims(b, x), probs, 0.0))
 
-    for _ in range(32):
-        mid = lo + (hi - lo) // 2
-        ok = mass_above(mid) < p
-        hi = F.select(ok, mid, hi)
-        lo = F.select(ok, lo, mid + 1)
+    hi = bisect_keys(bits, lead, lambda b: mass_above(b) >= p)
     b0 = keep_dims(hi, x)
     tie = F.eq(bits, b0)
     tie_i = F.cast(tie, dtype.i32)
