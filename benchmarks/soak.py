@@ -230,11 +230,15 @@ def main(argv=None) -> int:
     ap.add_argument("--epilogues", type=int, default=200)
     ap.add_argument("--generations", type=int, default=30)
     ap.add_argument("--max-rss-growth", type=float, default=0.05)
+    ap.add_argument("--cache-dir", help="kernel cache dir (default: a fresh temporary one, so every epilogue compiles)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--check", action="store_true", help="exit 1 if a limit is exceeded")
     args = ap.parse_args(argv)
+    if args.cache_dir or args.model != "default":
+        import tempfile
+        os.environ["PIEGPU_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="piegpu-soak-")
     census = BufferCensus()
-    model, ids = load(args.model, args.tokens)
+    model, ids = load(args.model, max(args.tokens, args.epilogues, 3 * args.restarts))
     res = {"model": args.model, "start": sample(census)}
     res["decode"] = phase_decode(model, ids, args.tokens, census)
     d = res["decode"]

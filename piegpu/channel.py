@@ -36,6 +36,7 @@ class _Cell:
     value: object = None  # numpy array for host cells
     staging: object = None  # mappable buffer for staged cells
     pass_id: int = -1
+    mapping: object = None  # the map request of an interrupted read, still in flight
 
 
 class Channel:
@@ -43,7 +44,8 @@ class Channel:
 
     def __init__(self, shape, dtype: DType):
         if not hasattr(dtype, "code") or dtype == _dtypes.f16:
-            raise ValidationError(f"Channel: dtype {dtype!r} must be dtype.f32, i32, u32 or bool")
+            raise ValidationError(f"Channel: dtype {dtype!r} is not supported for channels. Fix: use dtype.f32, "
+                                  "dtype.i32, dtype.u32 or dtype.bool (cast f16 values to f32)")
         shape = tuple(shape) if not isinstance(shape, int) else (shape,)
         self.shape = check_shape("Channel", shape) if shape else ()
         self.dtype = dtype
@@ -58,6 +60,7 @@ class Channel:
         self._device_consumer = False
         self._staging_pool: list = []
         self._used = False
+        self._last_pass = 0  # id of the last pass that used the channel (see Pipeline._settle_one)
 
     # ---- configuration --------------------------------------------------------------------
     @classmethod
@@ -71,12 +74,14 @@ class Channel:
     def capacity(self, n: int) -> "Channel":
         """Set how many cells the channel holds (before first use); returns the channel."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValidationError(f"Channel{self._label()}.capacity({n!r}): capacity must be an int >= 1")
+            raise ValidationError(f"Channel{self._label()}.capacity({n!r}): capacity must be an int >= 1. "
+                                  "Fix: pass the number of cells, e.g. .capacity(channel_capacity())")
         if self._buffer is not None or self._used:
             raise ChannelError(f"Channel{self._label()}.capacity({n}): the channel is already in use. "
                                "Fix: set the capacity right after creating it")
         if n < self._tail - self._head:
-            raise ChannelError(f"Channel{self._label()}.capacity({n}): it already holds {self._tail - self._head} cells")
+            raise ChannelError(f"Channel{self._label()}.capacity({n}): it already holds {self._tail - self._head} cells. "
+                               "Fix: take cells first, or choose a capacity of at least that many")
         self._capacity = n
         return self
 
@@ -126,17 +131,28 @@ class Channel:
                 if c.kind == "host":
                     self._write_cell(idx, c.value)
         elif self._device is not device:
-            raise ChannelError(f"Channel{self._label()} lives on another device")
+            raise ChannelError(f"Channel{self._label()} lives on another device. Fix: create separate channels "
+                               "for each device's pipeline")
         return self._buffer
 
     def _write_header(self) -> None:
         hdr = np.array([self._head & 0xFFFFFFFF, self._tail & 0xFFFFFFFF, self.ring, self.cell_words, 0, 0, 0, 0],
                        np.uint32)
-        self._device.queue.write_buffer(self._buffer, 0, hdr.tobytes())
+        self._write(0, hdr.tobytes())
 
     def _write_cell(self, idx: int, arr: np.ndarray) -> None:
         words = _to_words(arr, self.dtype)
-        self._device.queue.write_buffer(self._buffer, self.cell_offset(idx), words.tobytes())
+        self._write(self.cell_offset(idx), words.tobytes())
+
+    def _write(self, offset: int, data: bytes) -> None:
+        try:
+            self._device.queue.write_buffer(self._buffer, offset, data)
+        except Exception as e:
+            from .gpu.device import lost_device_error
+            lost = lost_device_error(e, f"writing Channel{self._label()}")
+            if lost is not None:
+                raise lost from e
+            raise
 
     def cell_offset(self, idx: int) -> int:
         """Byte offset of absolute cell `idx` in the device buffer."""
@@ -150,7 +166,8 @@ class Channel:
                                   f"shape {list(self.shape)}. Fix: put arrays of shape {list(self.shape)}")
         if self.dtype == _dtypes.bool:
             if arr.dtype != np.bool_:
-                raise ValidationError(f"Channel{self._label()}.put: bool channel got {arr.dtype} values")
+                raise ValidationError(f"Channel{self._label()}.put: bool channel got {arr.dtype} values. "
+                                      "Fix: put numpy bool arrays (e.g. np.asarray(values) != 0)")
             return arr.copy()
         if arr.dtype == np.bool_ or (np.issubdtype(arr.dtype, np.floating) and not self.dtype.is_float):
             raise ValidationError(f"Channel{self._label()}.put: {arr.dtype} values for a {self.dtype.name} channel. "
@@ -160,7 +177,8 @@ class Channel:
             lo, hi = (-(1 << 31), (1 << 31) - 1) if self.dtype == _dtypes.i32 else (0, (1 << 32) - 1)
             if a64.size and (a64.min() < lo or a64.max() > hi):
                 raise ValidationError(f"Channel{self._label()}.put: values {a64.min()}..{a64.max()} do not fit "
-                                      f"{self.dtype.name}")
+                                      f"{self.dtype.name} (range {lo}..{hi}). Fix: put values in range, or use a "
+                                      "channel of another dtype")
         return arr.astype(self.dtype.np)
 
     # ---- inside traced epilogues and on the host ------------------------------------------------
@@ -191,7 +209,7 @@ class Channel:
         if b is not None:
             return self._trace_put(b, values)
         if self._poison is not None:
-            raise ChannelError(f"Channel{self._label()} is poisoned by a failed pass: {self._poison}") from self._poison
+            raise self.poisoned_error() from self._poison
         arr = self._coerce(values)
         if self.count >= self._capacity:
             raise ChannelFull(f"Channel{self._label()} is full ({self.count}/{self._capacity} cells). Fix: take cells "
@@ -235,13 +253,17 @@ class Channel:
 
     async def _host_take(self, consume: bool) -> np.ndarray:
         if self._poison is not None:
-            raise ChannelError(f"Channel{self._label()} is poisoned by a failed pass: {self._poison}") from self._poison
+            raise self.poisoned_error() from self._poison
         if self.count == 0:
             raise ChannelError(f"Channel{self._label()} is empty and no submitted pass puts into it, so this "
                                f"{'take' if consume else 'read'} could never complete. Fix: submit a pass that "
                                "puts into it first (or put from the host)")
         idx = self._head
         cell = self._cells[idx]
+        if consume and self._device_consumer:
+            raise ChannelError(f"Channel{self._label()} is consumed on the device (a ForwardPass takes from it); a "
+                               "host take would steal the cell that pass needs. Fix: put values for the host into a "
+                               "separate channel, or clear() the channel when no pass is in flight")
         if cell.kind == "device":
             raise ChannelError(f"Channel{self._label()} is consumed on the device; the host cannot take its cells. "
                                "Fix: put values for the host into a separate channel")
@@ -252,7 +274,17 @@ class Channel:
                 self._write_header()
         if cell.kind == "host":
             return cell.value.copy()
-        value = await self._read_staged(cell)
+        try:
+            value = await self._read_staged(cell)
+        except BaseException as e:
+            # Cancelled or interrupted (Ctrl-C) while waiting for the pass: the value was never
+            # delivered, so the cell goes back to the head of the queue instead of being lost.
+            if consume and not isinstance(e, Exception) and self._head == idx + 1 and idx not in self._cells:
+                self._head = idx
+                self._cells[idx] = cell
+                if self._buffer is not None:
+                    self._write_header()
+            raise
         if not consume:  # a read keeps the cell: remember its value, the staging buffer is released
             self._cells[idx] = _Cell("host", value, pass_id=cell.pass_id)
         return value
@@ -260,23 +292,30 @@ class Channel:
     async def _read_staged(self, cell: _Cell) -> np.ndarray:
         buf = cell.staging
         try:
-            await buf.map_async("READ_NOSYNC")
+            if cell.mapping is None:
+                cell.mapping = buf.map_async("READ_NOSYNC")
+                await cell.mapping  # a cancellation here leaves the request in flight, kept on the cell
+            else:
+                # An earlier read was interrupted; its request may belong to a closed event loop,
+                # so wait for it synchronously (the pass is already submitted: this ends).
+                cell.mapping.sync_wait()
             words = np.frombuffer(buf.read_mapped(), np.uint32).copy()
             buf.unmap()
         except Exception as e:  # the pass that fills it failed or the device was lost
             self.poison(e)
-            raise ChannelError(f"Channel{self._label()}: reading a cell failed: {e}") from e
-        finally:
-            self._staging_pool.append(buf)
+            cell.staging = None  # its map state is unknown: never reuse it
+            raise ChannelError(f"Channel{self._label()}: reading a cell failed: {e}. Fix: see the cause; "
+                               "if the device was lost, restart the process") from e
+        cell.mapping = None
+        self._staging_pool.append(buf)
         if self._poison is not None:
-            raise ChannelError(f"Channel{self._label()} is poisoned by a failed pass: {self._poison}") from self._poison
+            raise self.poisoned_error() from self._poison
         return _from_words(words[: self.cell_words], self.dtype, self.shape)
 
     def clear(self) -> None:
         """Drop every queued cell (host side; only while no pass that uses the channel is in flight)."""
         for c in self._cells.values():
-            if c.kind == "staged":
-                self._staging_pool.append(c.staging)
+            self._recycle(c)
         self._cells.clear()
         self._head = self._tail
         self._poison = None
@@ -284,13 +323,25 @@ class Channel:
             self._write_header()
 
     # ---- pipeline interface ---------------------------------------------------------------------
+    def _recycle(self, c: _Cell) -> None:
+        """Return a dropped cell's staging buffer to the pool (not one with a map request in flight)."""
+        if c.kind == "staged" and c.staging is not None and c.mapping is None:
+            self._staging_pool.append(c.staging)
+
     def staging_buffer(self):
         """A mappable buffer for one cell (pooled: no buffer is created per take)."""
         import wgpu
-        if self._staging_pool:
-            return self._staging_pool.pop()
+        while self._staging_pool:
+            buf = self._staging_pool.pop()
+            if reusable(buf):
+                return buf
         return self._device.create_buffer(size=self.cell_words * 4, label=f"staging{self._label()}",
                                           usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+
+    def poisoned_error(self) -> ChannelError:
+        """The error a use of this poisoned channel raises (it carries the cause and the fix)."""
+        return ChannelError(f"Channel{self._label()} is poisoned by a failed pass: {self._poison}. Fix: see the "
+                            "cause; once it is dealt with, ch.clear() empties the channel and makes it usable again")
 
     def poison(self, cause: BaseException) -> None:
         """Mark the channel unusable: the next host take or put raises ChannelError with the cause."""
@@ -315,8 +366,7 @@ class Channel:
         later = []
         for i, c in sorted(self._cells.items()):
             if c.pass_id in discarded:
-                if c.kind == "staged":
-                    self._staging_pool.append(c.staging)
+                self._recycle(c)
             elif i >= snap_tail:
                 later.append(c)
         idx = max(snap_tail, head)
@@ -328,6 +378,23 @@ class Channel:
         self._head, self._tail, self._cells = head, idx, base
         if self._buffer is not None:
             self._write_header()
+
+
+def reusable(buf) -> bool:
+    """Whether a pooled mappable buffer can be a copy target again (unmapped now; unmaps a mapped one).
+
+    A map request interrupted by Ctrl-C or a cancellation can leave a buffer mapped or
+    pending; submitting a copy into it would be a validation error that wgpu-native turns
+    into an abort. Such a buffer is dropped (it is freed when collected).
+    """
+    state = str(getattr(buf, "map_state", "unmapped"))
+    if state == "mapped":
+        try:
+            buf.unmap()
+            return True
+        except Exception:
+            return False
+    return state == "unmapped"
 
 
 def _to_words(arr: np.ndarray, dt: DType) -> np.ndarray:

@@ -39,11 +39,13 @@ class StateGeometry:
     def keep(self, n) -> None:
         """Inside the epilogue of an accepting pass: keep the first n embedded tokens (clamped to the pass)."""
         if self.kind != "accepting":
-            raise ValidationError("keep(n) is only for StateGeometry.accepting() passes")
+            raise ValidationError(f"keep(n) is only for StateGeometry.accepting() passes, not {self!r}. "
+                                  "Fix: fwd.state([ws], StateGeometry.accepting()) for passes that keep a count")
         from . import eta
         t = eta.api.to_tensor(n, None, "keep")
         if t.dtype not in (dtype.i32, dtype.u32) or t.size != 1:
-            raise ValidationError(f"keep(n): n must be one i32/u32 value, got {t.type!r}")
+            raise ValidationError(f"keep(n): n must be one i32/u32 value, got {t.type!r}. "
+                                  "Fix: cast(reshape(n, [1]), dtype.u32)")
         self.channel.put(eta.reshape(eta.cast(t, dtype.u32), [1]))
 
 
@@ -65,9 +67,10 @@ class ForwardPass:
                                   "Channel.from_([0, len(ids)], dtype.u32)")
         if tokens.dtype not in (dtype.i32, dtype.u32) or len(tokens.shape) != 1:
             raise ValidationError(f"embed: the tokens channel must hold i32/u32 cells of shape [n], got "
-                                  f"{tokens.cell!r}")
+                                  f"{tokens.cell!r}. Fix: Channel([n], dtype.i32)")
         if indptr.dtype not in (dtype.i32, dtype.u32) or len(indptr.shape) != 1 or indptr.shape[0] < 2:
-            raise ValidationError(f"embed: indptr must hold u32 cells [sequences + 1], got {indptr.cell!r}")
+            raise ValidationError(f"embed: indptr must hold u32 cells [sequences + 1], got {indptr.cell!r}. "
+                                  "Fix: Channel.from_([0, n], dtype.u32)")
         self.tokens, self.indptr = tokens, indptr
         return self
 
@@ -75,23 +78,27 @@ class ForwardPass:
         """The working sets (one per sequence) this pass extends, and how."""
         working_sets = list(working_sets)
         if not working_sets:
-            raise ValidationError("state([...]): pass at least one working set (model.working_set())")
+            raise ValidationError("state([...]): no working set given. Fix: fwd.state([model.working_set()], "
+                                  "StateGeometry.folding())")
         if not isinstance(geometry, StateGeometry):
-            raise ValidationError("state(ws, geometry): geometry must be a StateGeometry, e.g. StateGeometry.folding()")
+            raise ValidationError(f"state(ws, geometry): geometry is {geometry!r}, not a StateGeometry. "
+                                  "Fix: pass StateGeometry.folding() or StateGeometry.accepting()")
         self.working_sets, self.geometry = working_sets, geometry
         return self
 
     def readout(self, count: int = 1, first: int | None = None) -> "ForwardPass":
         """Compute logits for `count` token rows starting at `first` (default: the last `count` tokens)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValidationError(f"readout(count={count!r}): count must be an int >= 1")
+            raise ValidationError(f"readout(count={count!r}): count must be an int >= 1. "
+                                  "Fix: fwd.readout(1) reads out the last embedded token")
         self.readout_rows = (first, count)
         return self
 
     def epilogue(self, fn):
         """Decorator: the traced function run on the device after the forward pass (traced at first submit)."""
         if not callable(fn):
-            raise ValidationError("@fwd.epilogue decorates a function")
+            raise ValidationError(f"@fwd.epilogue got {fn!r}, which is not callable. Fix: decorate a function "
+                                  "(def _(): ...)")
         self.epilogue_fn = fn
         return fn
 
@@ -108,7 +115,8 @@ class ForwardPass:
         first, count = self.readout_rows or (None, 1)
         first = T - count if first is None else first
         if first < 0 or first + count > T:
-            raise ValidationError(f"readout rows [{first}, {first + count}) are outside this pass's {T} tokens")
+            raise ValidationError(f"readout rows [{first}, {first + count}) are outside this pass's {T} tokens. "
+                                  f"Fix: fwd.readout(count, first) with first + count <= {T}")
         return first, count
 
     def validate(self) -> None:

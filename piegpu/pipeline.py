@@ -8,19 +8,26 @@ waits for anything; the host only ever waits on a mapped cell it asked for.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
+import signal
+import threading
+import weakref
+from contextlib import contextmanager
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .channel import Channel
-from .errors import ChannelError, PieGpuError, ValidationError
+from .errors import ChannelError, CompileError, DeviceError, PieGpuError, ValidationError
 from .eta import intrinsics as _intrinsics
 from .eta.tracer import trace
 from .forward import ForwardPass
 
 WINDOW = 4  # passes in flight during run_ahead
+_PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
 
 
 @dataclass
@@ -37,22 +44,43 @@ class PipelineStats:
 
 @dataclass
 class _Prepared:
-    fwd: ForwardPass
+    """A traced and compiled pass. Holds no strong reference to its ForwardPass or working set: the
+    pipeline keys these weakly by ForwardPass, and a strong one would keep every pass (and its KV) alive."""
+
     program: object
     compiled: object
     channels: list  # slot -> Channel
     counts: dict  # slot -> (takes, puts)
     T: int
     readout: tuple
-    ws: object
+    ws: object  # weakref.ref to the working set
+    tokens: Channel
+    keep: Channel | None  # the accepting geometry's kept-count channel
     binds: dict = field(default_factory=dict)
+    arena: object = None
 
 
 @dataclass
 class _Record:
     pass_id: int
-    snapshot: dict  # Channel -> snapshot, plus "ws" -> length
+    snapshot: dict  # Channel -> snapshot, plus "ws" -> (working set, length)
     fence: object
+    mapping: object = None  # the fence's map request while a wait is in progress
+
+
+@dataclass(eq=False)
+class _Unsettled:
+    """The passes a run_ahead still has in flight, until it rewinds them (see Pipeline._settle)."""
+
+    pp: _Prepared
+    inflight: deque
+    loop: object  # the event loop running it: once closed, nobody else will rewind these passes
+    task: object
+
+    @property
+    def abandoned(self) -> bool:
+        """True when the run_ahead can no longer run its own cleanup."""
+        return self.loop.is_closed() or (self.task is not None and self.task.done())
 
 
 class Pipeline:
@@ -66,19 +94,18 @@ class Pipeline:
         if self.target not in ("wgsl", "spirv"):
             raise ValidationError(f"epilogue target {self.target!r} cannot run through wgpu. Fix: 'wgsl' or 'spirv'")
         if window < 1:
-            raise ValidationError("window must be >= 1")
+            raise ValidationError(f"window={window!r} must be >= 1. Fix: pass window=WINDOW (4) or more")
         self.window = window
         self.stats = PipelineStats()
-        self._prepared: dict = {}
-        self._arenas: dict = {}
+        self._prepared = weakref.WeakKeyDictionary()  # ForwardPass -> _Prepared, dropped with the pass
         self._fences: list = []
-        self._pass_id = 0
+        self._running: list = []  # _Unsettled of each run_ahead that has not rewound yet
 
     # ---- preparation ------------------------------------------------------------------------
     def prepare(self, fwd: ForwardPass) -> _Prepared:
         """Trace and compile the pass's epilogue (once per ForwardPass object)."""
-        pp = self._prepared.get(id(fwd))
-        if pp is not None and pp.fwd is fwd:
+        pp = self._prepared.get(fwd)
+        if pp is not None:
             return pp
         from .gpu.compiled import compile_program
         fwd.validate()
@@ -89,17 +116,22 @@ class Pipeline:
         prog = trace(fn, context=ctx, prelude=lambda: fwd.tokens.take())
         from .eta.tracer import Builder  # noqa: F401  (channels are bound to slots in trace order)
         channels = self._slots_of(prog, fwd, fn, ctx)
-        compiled = compile_program(prog, self.target, self.gpu.dev)
+        try:
+            compiled = compile_program(prog, self.target, self.gpu.dev)
+        except CompileError as e:
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise CompileError(f"the epilogue {name} of this ForwardPass does not compile: {e}") from e
         self.stats.compiles += 1
         counts = {s: tuple(c) for s, c in compiled.channel_counts.items()}
         keep = fwd.geometry.channel if fwd.geometry.kind == "accepting" else None
         if keep is not None:
             if keep not in channels:
-                raise ValidationError("an accepting pass's epilogue must call geometry.keep(n) once per pass")
+                raise ValidationError("an accepting pass's epilogue never calls geometry.keep(n). Fix: call "
+                                      "geometry.keep(n) once in the epilogue")
             slot = channels.index(keep)
             takes, puts = counts[slot]
             if puts != 1:
-                raise ValidationError("geometry.keep(n) must be called exactly once per pass")
+                raise ValidationError(f"geometry.keep(n) is called {puts} times in one epilogue. Fix: call it once")
             counts[slot] = (takes + 1, puts)  # the advance kernel takes the count after the epilogue
             keep._device_consumer = True
         for slot, (takes, _) in counts.items():
@@ -107,8 +139,9 @@ class Pipeline:
                 channels[slot]._device_consumer = True
             channels[slot]._used = True
             channels[slot].ensure(self.device)
-        pp = _Prepared(fwd, prog, compiled, channels, counts, T, (first, rows), fwd.working_sets[0])
-        self._prepared[id(fwd)] = pp
+        pp = _Prepared(prog, compiled, channels, counts, T, (first, rows), weakref.ref(fwd.working_sets[0]),
+                       fwd.tokens, keep)
+        self._prepared[fwd] = pp
         return pp
 
     @staticmethod
@@ -123,12 +156,10 @@ class Pipeline:
 
     def _arena(self, pp: _Prepared):
         import wgpu
-        key = id(pp.compiled)
-        buf = self._arenas.get(key)
-        if buf is None:
-            buf = self._arenas[key] = self.device.create_buffer(size=max(16, pp.compiled.arena_words * 4),
-                                                                usage=wgpu.BufferUsage.STORAGE, label="epilogue-arena")
-        return buf
+        if pp.arena is None:  # owned by the prepared pass, so it is freed with it
+            pp.arena = self.device.create_buffer(size=max(16, pp.compiled.arena_words * 4),
+                                                 usage=wgpu.BufferUsage.STORAGE, label="epilogue-arena")
+        return pp.arena
 
     def _bind_group(self, pp: _Prepared, logits):
         bg = pp.binds.get(id(logits))
@@ -151,8 +182,8 @@ class Pipeline:
         for slot, (takes, puts) in pp.counts.items():
             ch = pp.channels[slot]
             if ch._poison is not None:
-                raise ChannelError(f"Channel{ch._label()} is poisoned by a failed pass: {ch._poison}") from ch._poison
-            own = 1 if ch is pp.fwd.geometry.channel else 0  # the keep count is put and taken in the same pass
+                raise ch.poisoned_error() from ch._poison
+            own = 1 if ch is pp.keep else 0  # the keep count is put and taken in the same pass
             if ch.count + own < takes:
                 return f"Channel{ch._label()} holds {ch.count} cells but the pass takes {takes}"
             if ch.count - takes + puts > ch._capacity:
@@ -161,28 +192,34 @@ class Pipeline:
 
     def _fence(self):
         import wgpu
-        if self._fences:
-            return self._fences.pop()
+        from .channel import reusable
+        while self._fences:
+            fence = self._fences.pop()
+            if reusable(fence):
+                return fence
         return self.device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST,
                                          label="fence")
 
     def _encode(self, pp: _Prepared) -> _Record:
-        ws = pp.ws
+        """Encode and submit one pass, updating the host mirror (callers hold deferred_interrupts())."""
+        ws = pp.ws()
         if ws.length + pp.T > ws.max_tokens:
             raise ValidationError(f"the working set is full: {ws.length} + {pp.T} tokens exceed its {ws.max_tokens} "
                                   "positions. Fix: model.working_set(max_tokens=...) with more room")
         snap = {ch: ch.snapshot() for ch in pp.channels}
-        snap["ws"] = ws.length
-        self._pass_id += 1
-        pid = self._pass_id
-        enc = self.device.create_command_encoder()
-        cpass = enc.begin_compute_pass()
-        tokens = pp.fwd.tokens.ensure(self.device)
-        logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout)
-        n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
-        keep = pp.fwd.geometry.channel
-        n += self.gpu.encode_advance(cpass, ws, pp.T, keep._buffer if keep is not None else None)
-        cpass.end()
+        snap["ws"] = (ws, ws.length)
+        pid = next(_PASS_IDS)
+        try:
+            enc = self.device.create_command_encoder()
+            cpass = enc.begin_compute_pass()
+            tokens = pp.tokens.ensure(self.device)
+            logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout)
+            n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
+            keep = pp.keep
+            n += self.gpu.encode_advance(cpass, ws, pp.T, keep._buffer if keep is not None else None)
+            cpass.end()
+        except Exception as e:  # nothing was submitted and the host mirror is untouched
+            raise lost_device_error(e, "encoding a pass") or e
         # Host mirror: consume taken cells, then register the cells this pass puts.
         for slot, (takes, puts) in pp.counts.items():
             ch = pp.channels[slot]
@@ -204,10 +241,16 @@ class Pipeline:
         try:
             self.device.queue.submit([enc.finish()])
         except Exception as e:
+            err = lost_device_error(e, "submitting a pass")
             for ch in pp.channels:
-                ch.poison(e)
+                ch.poison(err or e)
+            if err is not None:
+                raise err from e
             raise
         ws.length += pp.T
+        ws._last_pass = pid  # a later rewind must not undo what this pass built on
+        for ch in pp.channels:
+            ch._last_pass = pid
         self.stats.passes += 1
         self.stats.submits += 1
         self.stats.dispatches += n
@@ -216,38 +259,70 @@ class Pipeline:
     async def _wait(self, rec: _Record) -> None:
         """Until the pass of `rec` has finished on the device."""
         self.stats.waits += 1
-        await rec.fence.map_async("READ_NOSYNC")
+        if rec.mapping is None:
+            rec.mapping = rec.fence.map_async("READ_NOSYNC")
+        try:
+            await rec.mapping  # if cancelled, the request stays on the record for _settle
+        except Exception as e:
+            raise lost_device_error(e, "waiting for a pass") or e
         rec.fence.unmap()
+        rec.mapping = None
+        self._fences.append(rec.fence)
+
+    def _wait_sync(self, rec: _Record) -> None:
+        """_wait without an event loop (settling after an interrupted run_ahead)."""
+        self.stats.waits += 1
+        try:
+            if rec.mapping is None:
+                rec.fence.map_sync("READ_NOSYNC")
+            else:
+                rec.mapping.sync_wait()
+        except Exception as e:
+            raise lost_device_error(e, "waiting for a pass") or e
+        rec.fence.unmap()
+        rec.mapping = None
         self._fences.append(rec.fence)
 
     # ---- public API ----------------------------------------------------------------------------
     async def submit(self, fwd: ForwardPass) -> None:
         """Run one pass and wait for it (the depth-1 loop, e.g. for host-updated masks)."""
+        self._settle()
         pp = self.prepare(fwd)
         why = self._blocked(pp)
         if why is not None:
             raise ChannelError(f"cannot submit the pass: {why}. Fix: put or take cells first")
-        await self._wait(self._encode(pp))
+        with deferred_interrupts():  # the host mirror and the submitted pass change together
+            rec = self._encode(pp)
+        await self._wait(rec)
 
     async def run_ahead(self, fwd: ForwardPass, max_tokens: int, on_token) -> int:
         """Keep up to `window` passes in flight; call on_token once per pass; stop when it returns False.
 
         Returns how many times on_token ran. A pass is accepted once on_token has run for
-        it (even if on_token raised). Passes still in flight after a stop or an exception
-        finish, then every channel and the working set are rewound to the state after
-        the last accepted pass, so a later run continues from exactly there.
+        it, also when on_token raised -- unless it raised (e.g. KeyboardInterrupt or task
+        cancellation) before taking any cell that pass put for the host: then the host
+        never saw its output and the pass is discarded with the later ones. Passes still
+        in flight after a stop or an exception finish, then every channel and the working
+        set are rewound to the state after the last accepted pass, so a later run
+        continues from exactly there. If this coroutine is abandoned (its event loop
+        closed under it), the next submit or run_ahead on this pipeline does that rewind.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-            raise ValidationError(f"run_ahead: max_tokens must be an int, got {max_tokens!r}")
+            raise ValidationError(f"run_ahead: max_tokens must be an int, got {max_tokens!r}. Fix: pass a Python int")
+        self._settle()
         if max_tokens <= 0:
             return 0
         pp = self.prepare(fwd)
         inflight: deque = deque()  # records of passes whose output on_token has not accepted yet
+        token = _Unsettled(pp, inflight, asyncio.get_running_loop(), asyncio.current_task())
+        self._running.append(token)
         calls = submitted = 0
+        closing = False
         try:
             while True:
                 while submitted < max_tokens and len(inflight) < self.window and self._blocked(pp) is None:
-                    inflight.append(self._encode(pp))
+                    with deferred_interrupts():  # a Ctrl-C waits until the pass is submitted and tracked
+                        inflight.append(self._encode(pp))
                     submitted += 1
                 if not inflight:
                     if submitted < max_tokens:
@@ -257,31 +332,119 @@ class Pipeline:
                     break
                 try:
                     keep = await on_token()
-                finally:
-                    # on_token ran (or raised) for the oldest pass in flight: that pass is accepted,
-                    # and whatever of its output the host did not take stays queued.
+                except BaseException:
                     calls += 1
-                    self._fences.append(inflight.popleft().fence)
+                    if not self._unseen(pp, inflight[0]):
+                        self._fences.append(inflight.popleft().fence)
+                    raise
+                # on_token ran for the oldest pass in flight: that pass is accepted, and
+                # whatever of its output the host did not take stays queued.
+                calls += 1
+                self._fences.append(inflight.popleft().fence)
                 if keep is False:
                     break
+        except GeneratorExit:  # the coroutine is being closed without its loop: no await is possible
+            closing = True
+            raise
         finally:
-            await self._rewind(pp, inflight)
+            if token in self._running:
+                if closing:
+                    self._settle_one(token)
+                else:
+                    await self._rewind(pp, inflight)
+                    self._running.remove(token)
         return calls
+
+    @staticmethod
+    def _unseen(pp: _Prepared, rec: _Record) -> bool:
+        """True when the pass of `rec` put cells for the host and the host has taken none of them."""
+        staged = [ch for slot, (_, puts) in pp.counts.items() if puts and not (ch := pp.channels[slot])._device_consumer]
+        if not staged:
+            return False
+        return all(any(c.pass_id == rec.pass_id for c in ch._cells.values()) for ch in staged)
+
+    def _settle(self) -> None:
+        """Rewind the passes of any run_ahead abandoned before it could rewind them itself (Ctrl-C)."""
+        for token in [t for t in self._running if t.abandoned]:
+            self._settle_one(token)
+
+    def _settle_one(self, token: _Unsettled) -> None:
+        self._running.remove(token)
+        if not token.inflight:
+            return
+        last = token.inflight[-1].pass_id
+        pp = token.pp
+        ws = token.inflight[0].snapshot["ws"][0]
+        if any(getattr(o, "_last_pass", 0) > last for o in [*pp.channels, ws]):
+            # Later passes already built on these passes' effects; undoing them now would
+            # corrupt those. Fail loudly instead of silently.
+            err = ChannelError("a run_ahead was abandoned (its event loop stopped) with passes in flight, and later "
+                               "passes used its channels before they could be rewound, so their contents are not "
+                               "reliable. Fix: cancel or finish run_ahead/generate tasks (close generators) before "
+                               "reusing their channels and working set; ch.clear() resets a channel")
+            for ch in pp.channels:
+                ch.poison(err)
+            return
+        self._wait_sync(token.inflight[-1])
+        self._undo(pp, token.inflight)
 
     async def _rewind(self, pp: _Prepared, discarded: deque) -> None:
         """Let the discarded passes finish, then undo their effects on channels and the KV length."""
         if not discarded:
             return
         await self._wait(discarded[-1])  # passes complete in submission order
+        self._undo(pp, discarded)
+
+    def _undo(self, pp: _Prepared, discarded: deque) -> None:
+        with deferred_interrupts():  # a half-done rewind would leave channels and the KV length disagreeing
+            self._undo_passes(pp, discarded)
+
+    def _undo_passes(self, pp: _Prepared, discarded: deque) -> None:
         for rec in list(discarded)[:-1]:
-            self._fences.append(rec.fence)
+            if rec.mapping is None:
+                self._fences.append(rec.fence)
         snap = discarded[0].snapshot
         ids = {rec.pass_id for rec in discarded}
         for key, value in snap.items():
             if key == "ws":
-                pp.ws.set_length(value)
+                value[0].set_length(value[1])
             else:
                 key.rewind(value, ids)
+        discarded.clear()
+
+
+@contextmanager
+def deferred_interrupts():
+    """Hold Ctrl-C (SIGINT) until the block ends, then deliver it as the previous handler would.
+
+    A KeyboardInterrupt can otherwise land between any two bytecodes, e.g. after a pass's
+    cells are entered in the host mirror but before the pass is submitted. Only the main
+    thread receives signals, so elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    except (ValueError, OSError, TypeError):  # no signal handling here (an embedding host)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            if callable(previous):
+                previous(signal.SIGINT, caught[0])
+            elif previous != signal.SIG_IGN:
+                raise KeyboardInterrupt
+
+
+def lost_device_error(e: BaseException, doing: str) -> DeviceError | None:
+    """A DeviceError for `e` if it says the device is lost (else None)."""
+    from .gpu.device import lost_device_error as lost
+    return lost(e, doing)
 
 
 def _cell(kind: str, pid: int, staging=None):

@@ -316,7 +316,12 @@ def random_program(seed: int, n_ops: int | None = None):
 
 
 def _random_program(seed: int, n_ops: int | None):
-    r = np.random.default_rng(seed)
+    return random_program_from(np.random.default_rng(seed), n_ops)
+
+
+def random_program_from(r, n_ops: int | None = None):
+    """(program, inputs, exact flags) drawn from `r`: a numpy Generator or anything with the same methods
+    (tests/reliability/strategies.py feeds hypothesis draws through it so failures shrink)."""
     n_in = int(r.integers(1, 4))
     specs = []
     for _ in range(n_in):

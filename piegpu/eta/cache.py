@@ -15,6 +15,7 @@ import os
 import struct
 import sys
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -40,9 +41,13 @@ class CacheKey:
 
 
 _stats = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "discarded": 0, "write_errors": 0}
-_memory: dict = {}
+_memory: OrderedDict = OrderedDict()  # least recently used first
 _lock = threading.Lock()
 _warned = False
+# Loaded kernels kept in memory. Each holds driver pipelines (~0.5 MB on lavapipe), so an
+# app that traces a new epilogue per request must not keep them all; evicted ones reload
+# from disk (a disk hit), and passes already prepared keep theirs.
+MEMORY_ENTRIES = int(os.environ.get("PIEGPU_MEMORY_KERNELS", "128"))
 
 
 def cache_stats() -> dict:
@@ -120,10 +125,12 @@ def _bump(name: str) -> None:
 def get(key: CacheKey, build: Callable[[], bytes], load: Callable[[bytes], object]):
     """The loaded object for `key`: from memory, else from disk, else built (emitted) and stored."""
     global _warned
-    obj = _memory.get(key)
-    if obj is not None:
-        _bump("memory_hits")
-        return obj
+    with _lock:
+        obj = _memory.get(key)
+        if obj is not None:
+            _memory.move_to_end(key)
+            _stats["memory_hits"] += 1
+            return obj
     path = _path(key)
     try:
         data = path.read_bytes()
@@ -141,7 +148,7 @@ def get(key: CacheKey, build: Callable[[], bytes], load: Callable[[bytes], objec
                 obj = None
             if obj is not None:
                 _bump("disk_hits")
-                _memory[key] = obj
+                _remember(key, obj)
                 return obj
     _bump("misses")
     payload = build()
@@ -152,11 +159,20 @@ def get(key: CacheKey, build: Callable[[], bytes], load: Callable[[bytes], objec
         if not _warned:
             _warned = True
             print(f"piegpu: cannot write the kernel cache at {path.parent} ({e}); caching in memory only. "
-                  "Set PIEGPU_CACHE_DIR to a writable directory to keep compiled kernels across runs.",
+                  "Fix: set PIEGPU_CACHE_DIR to a writable directory (with free space) to keep compiled kernels "
+                  "across runs.",
                   file=sys.stderr)
     obj = load(payload)
-    _memory[key] = obj
+    _remember(key, obj)
     return obj
+
+
+def _remember(key: CacheKey, obj) -> None:
+    with _lock:
+        _memory[key] = obj
+        _memory.move_to_end(key)
+        while len(_memory) > max(1, MEMORY_ENTRIES):
+            _memory.popitem(last=False)
 
 
 def disk_entries() -> list:

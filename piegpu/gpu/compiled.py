@@ -13,7 +13,7 @@ from ..eta import cache
 from ..eta.ops import TType
 from ..kernel.cstyle import grid
 from ..kernel.plan import Limits, plan as make_plan
-from .device import Device, get_device
+from .device import Device, get_device, lost_device_error
 
 # target -> (module with render(plan) and VERSION)
 TARGET_MODULES = {"wgsl": "piegpu.wgsl.emit", "spirv": "piegpu.spirv.emit"}
@@ -104,16 +104,22 @@ class CompiledProgram:
         import wgpu
         entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
                     "buffer": {"type": wgpu.BufferBindingType.storage}} for i in range(len(self.bindings))]
-        self.layout = d.create_bind_group_layout(entries=entries)
-        playout = d.create_pipeline_layout(bind_group_layouts=[self.layout])
         try:
+            self.layout = d.create_bind_group_layout(entries=entries)
+            playout = d.create_pipeline_layout(bind_group_layouts=[self.layout])
             module = d.create_shader_module(code=self.code)
             self.kernels = []
             for name, wg, groups in meta["kernels"]:
                 pipe = d.create_compute_pipeline(layout=playout, compute={"module": module, "entry_point": name})
                 self.kernels.append(KernelLaunch(name, pipe, grid(groups, meta["max_groups_per_dim"])))
         except Exception as e:
-            raise CompileError(f"the driver rejected the {self.target} of this program: {e}") from e
+            lost = lost_device_error(e, f"compiling {self.target} kernels")
+            if lost is not None:
+                raise lost from e
+            names = ", ".join(k[0] for k in meta["kernels"])
+            raise CompileError(f"the driver rejected the {self.target} of this program (kernels {names}): {e}. "
+                               "Fix: report it with the program (Program.pretty()); meanwhile try the other "
+                               "target (PIEGPU_EPILOGUE_TARGET=wgsl|spirv)") from e
 
     def encode(self, cpass, bind_group) -> int:
         """Record every dispatch into an open compute pass; returns the dispatch count."""
@@ -128,7 +134,18 @@ def compile_program(prog, target: str = "wgsl", dev: Device | None = None) -> Co
     """The compiled program for `target` on `dev`, through the kernel cache."""
     dev = dev or get_device()
     key = cache.CacheKey(prog.hash, target, emitter_version(target), dev.key)
-    return cache.get(key, lambda: build_artifact(prog, target, dev), lambda payload: CompiledProgram(payload, dev))
+    try:
+        return cache.get(key, lambda: build_artifact(prog, target, dev), lambda payload: CompiledProgram(payload, dev))
+    except CompileError as e:
+        # Say which program: the planner and emitters know the kernel, not the caller's program.
+        raise CompileError(f"{e} [{target} program {prog.hash[:12]}: {len(prog.nodes)} nodes, largest value "
+                           f"{_largest(prog)}]") from e
+
+
+def _largest(prog) -> str:
+    i, n = max(((i, n) for i, n in enumerate(prog.nodes) if n.type is not None),
+               key=lambda t: t[1].type.size, default=(None, None))
+    return "none" if n is None else f"%{i} = {n.op}(...) : {n.type!r}"
 
 
 def _to_words(arr: np.ndarray, ty: TType) -> np.ndarray:
@@ -146,7 +163,6 @@ def _from_words(words: np.ndarray, ty: TType) -> np.ndarray:
 
 def run(prog, inputs, backend: str = "wgsl", **options) -> list:
     """Program.run on the wgpu device: upload inputs into the arena, dispatch, read outputs back."""
-    import wgpu
     from ..errors import ValidationError
     from ..eta.interp import coerce_input
     if not prog.is_pure:
@@ -154,10 +170,18 @@ def run(prog, inputs, backend: str = "wgsl", **options) -> list:
                               "ForwardPass, or use backend='interp' with an environment")
     types = prog.input_types
     if len(inputs) != len(types):
-        raise ValidationError(f"program takes {len(types)} inputs, got {len(inputs)}")
+        raise ValidationError(f"program takes {len(types)} inputs, got {len(inputs)}. Fix: pass arrays for {types}")
     arrays = [coerce_input(i, x, t) for i, (x, t) in enumerate(zip(inputs, types))]
     dev = get_device()
     cp = compile_program(prog, backend, dev)
+    try:
+        return _run_compiled(cp, dev, arrays)
+    except Exception as e:
+        raise lost_device_error(e, f"running a program on {backend}") or e
+
+
+def _run_compiled(cp: CompiledProgram, dev: Device, arrays: list) -> list:
+    import wgpu
     d = dev.device
     arena_bytes = max(16, cp.arena_words * 4)
     arena = d.create_buffer(size=arena_bytes, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST

@@ -58,6 +58,29 @@ def _default_lp_threads() -> bool:
 
 
 _BACKENDS = {"vulkan": "Vulkan", "metal": "Metal", "dx12": "DX12", "gl": "GL", "opengl": "GL"}
+# PIEGPU_BACKEND value -> the adapter's info["backend_type"], lowercased (wgpu says "OpenGL", "D3D12")
+_BACKEND_TYPES = {"vulkan": "vulkan", "metal": "metal", "dx12": "d3d12", "gl": "opengl", "opengl": "opengl"}
+LOST_HINT = ("Fix: the GPU device was lost (driver reset or crash, GPU removed or put to sleep, out of GPU "
+             "memory, or device.destroy()); piegpu cannot use it again in this process -- restart the process "
+             "(or load the model again in a new one)")
+
+
+def lost_device_error(e: BaseException, doing: str) -> DeviceError | None:
+    """A DeviceError explaining `e` if `e` says the device is lost, else None."""
+    text = str(e).lower()
+    if "device is lost" in text or "device lost" in text or "devicelost" in text:
+        first = str(e).strip().splitlines()
+        detail = " ".join(line.strip() for line in first if line.strip())[:300]
+        return DeviceError(f"{doing} failed because the GPU device is lost ({detail}). {LOST_HINT}")
+    return None
+
+
+def _env_hint() -> str:
+    """Environment variables that narrow what the Vulkan loader and wgpu can see, if set."""
+    set_ = [f"{k}={os.environ[k]!r}" for k in ("VK_ICD_FILENAMES", "VK_DRIVER_FILES", "VK_LOADER_DRIVERS_SELECT",
+                                                 "PIEGPU_BACKEND", "PIEGPU_ADAPTER", "WGPU_BACKEND_TYPE")
+            if os.environ.get(k)]
+    return f" (set in this environment: {', '.join(set_)}; check or unset them)" if set_ else ""
 _instance_configured = False
 
 
@@ -78,7 +101,8 @@ def _configure_instance() -> None:
         os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="piegpu-xdg-")
     want = os.environ.get("PIEGPU_BACKEND", "").lower()
     if want and want not in _BACKENDS:
-        raise DeviceError(f"PIEGPU_BACKEND={want!r} is not one of {sorted(_BACKENDS)}")
+        raise DeviceError(f"PIEGPU_BACKEND={want!r} is not one of {sorted(_BACKENDS)}. Fix: set one of those, "
+                          "or unset PIEGPU_BACKEND to let piegpu choose")
     backends = [_BACKENDS[want]] if want else ["Vulkan", "Metal", "DX12"]
     try:
         from wgpu.backends.wgpu_native import extras
@@ -102,12 +126,12 @@ def _choose(adapters: list):
             info = a.info
             if want_name and want_name not in a.summary.lower():
                 continue
-            if want_backend and want_backend != str(info.get("backend_type", "")).lower():
+            if want_backend and _BACKEND_TYPES.get(want_backend, want_backend) != str(info.get("backend_type", "")).lower():
                 continue
             return a
         names = "; ".join(a.summary for a in adapters) or "none"
         raise DeviceError(f"no adapter matches PIEGPU_ADAPTER={want_name!r} PIEGPU_BACKEND={want_backend!r} "
-                          f"(adapters: {names}). {INSTALL_HINT}")
+                          f"(adapters: {names}){_env_hint()}. {INSTALL_HINT}")
     # Prefer a discrete GPU, then an integrated one, then a CPU Vulkan/Metal; OpenGL last.
     rank = {"discretegpu": 0, "integratedgpu": 1, "virtualgpu": 2, "cpu": 3}
 
@@ -135,16 +159,16 @@ def get_device() -> Device:
         try:
             adapters = list(wgpu.gpu.enumerate_adapters_sync())
         except Exception as e:  # the native library failed to load or enumerate
-            raise DeviceError(f"wgpu could not enumerate adapters: {e}. {INSTALL_HINT}") from e
+            raise DeviceError(f"wgpu could not enumerate adapters: {e}{_env_hint()}. {INSTALL_HINT}") from e
         adapter = _choose(adapters)
         if adapter is None:
-            raise DeviceError(f"no GPU adapter found. {INSTALL_HINT}")
+            raise DeviceError(f"no GPU adapter found{_env_hint()}. {INSTALL_HINT}")
         feats = tuple(f for f in WANTED_FEATURES if f in adapter.features)
         limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
         try:
             dev = adapter.request_device_sync(required_features=list(feats), required_limits=limits)
         except Exception as e:
-            raise DeviceError(f"could not create a device on {adapter.summary}: {e}. {INSTALL_HINT}") from e
+            raise DeviceError(f"could not create a device on {adapter.summary}: {e}{_env_hint()}. {INSTALL_HINT}") from e
         info = adapter.info
         _device = Device(adapter, dev, str(info.get("device", adapter.summary)), str(info.get("backend_type", "")),
                          str(info.get("adapter_type", "")), feats, dict(dev.limits), lp_default)

@@ -70,7 +70,8 @@ def load_checkpoint(
         if entry.shape != shape:
             raise ModelError(
                 f"{path}: tensor {name!r} has shape {list(entry.shape)}, but {model_dir / 'config.json'} "
-                f"implies {list(shape)}; the weights and config do not belong together"
+                f"implies {list(shape)}; the weights and config do not belong together -- fix: use the config.json "
+                "that came with these weights"
             )
         tensors[name] = st.read_tensor(path, entry, raw=raw)
     return config, tensors
@@ -148,7 +149,8 @@ def _check_names(model_dir: Path, config: LlamaConfig, locations: Mapping[str, t
             raise ModelError(
                 f"{', '.join(files)}: tensor {name!r} is missing (the config implies "
                 f"{config.num_hidden_layers} layers{', untied lm_head' if not config.tie_word_embeddings else ''}); "
-                "the checkpoint is incomplete or does not match config.json"
+                "the checkpoint is incomplete or does not match config.json -- re-download it, or fix "
+                "config.json to describe these weights"
             )
     for name, (path, _) in locations.items():
         if name in expected:

@@ -92,9 +92,12 @@ class LlamaConfig:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ModelError(
-                f"{path}: config file not found; a model directory needs config.json "
-                "(HF format) next to its *.safetensors files"
+                f"{path}: config file not found; copy the checkpoint's config.json (HF format) next to "
+                "its *.safetensors files"
             ) from None
+        except UnicodeDecodeError as e:
+            raise ModelError(f"{path}: config is not UTF-8 text ({e}); the file is corrupt -- restore the "
+                             "original config.json of the checkpoint") from None
         except OSError as e:
             raise ModelError(f"{path}: cannot read config file ({e}); check permissions") from e
         try:
@@ -105,7 +108,8 @@ class LlamaConfig:
                 "restore the original config.json of the checkpoint"
             ) from None
         if not isinstance(data, dict):
-            raise ModelError(f"{path}: config must be a JSON object, got {type(data).__name__}")
+            raise ModelError(f"{path}: config must be a JSON object, got {type(data).__name__}; restore the "
+                             "original config.json of the checkpoint")
         return cls.from_dict(data, source=str(path))
 
     @classmethod
@@ -208,14 +212,15 @@ class LlamaConfig:
                 "every KV head to serve the same number of query heads -- fix the config"
             )
         if self.head_dim % 2 != 0:
-            raise ModelError(f"{src}: head_dim {self.head_dim} is odd; rotary embeddings need an even head_dim")
+            raise ModelError(f"{src}: head_dim {self.head_dim} is odd; rotary embeddings need an even head_dim -- fix the config")
         if not (math.isfinite(self.rms_norm_eps) and self.rms_norm_eps > 0):
-            raise ModelError(f"{src}: rms_norm_eps must be a positive number, got {self.rms_norm_eps!r}")
+            raise ModelError(f"{src}: rms_norm_eps must be a positive number, got {self.rms_norm_eps!r}; fix the config")
         if not (math.isfinite(self.rope_theta) and self.rope_theta > 0):
-            raise ModelError(f"{src}: rope_theta must be a positive number, got {self.rope_theta!r}")
+            raise ModelError(f"{src}: rope_theta must be a positive number, got {self.rope_theta!r}; fix the config")
         for tid in ([self.bos_token_id] if self.bos_token_id is not None else []) + self.eos_token_ids:
             if not 0 <= tid < self.vocab_size:
-                raise ModelError(f"{src}: special token id {tid} is outside the vocabulary [0, {self.vocab_size})")
+                raise ModelError(f"{src}: special token id {tid} is outside the vocabulary [0, {self.vocab_size}); "
+                                 "fix bos_token_id/eos_token_id in the config")
 
 
 def _architecture_of(data: dict[str, Any], source: str) -> str:
@@ -230,7 +235,8 @@ def _architecture_of(data: dict[str, Any], source: str) -> str:
     if isinstance(archs, str):
         archs = [archs]
     if not isinstance(archs, list) or len(archs) != 1 or not isinstance(archs[0], str):
-        raise ModelError(f"{source}: 'architectures' must list exactly one class name, got {archs!r}")
+        raise ModelError(f"{source}: 'architectures' must list exactly one class name, got {archs!r}; fix the "
+                         "config")
     arch = archs[0]
     if arch not in SUPPORTED_ARCHITECTURES:
         raise ModelError(_unsupported_arch_message(arch, source))

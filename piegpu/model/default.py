@@ -63,12 +63,25 @@ def prepare_gguf_cached(
     if problem is None:
         return target
 
+    try:
+        _prepare_locked(gguf, name, target, sha, verbose, source_info)
+    except OSError as e:  # read-only or full cache dir: say which dir and what to do
+        raise ModelError(f"{target}: cannot prepare {name} in the cache ({e}). Fix: free disk space there, or "
+                         "set PIEGPU_CACHE_DIR to a writable directory with room for the converted model") from e
+    problem = _check_prepared(target, sha)
+    if problem is not None:
+        raise ModelError(f"{target}: freshly prepared model does not verify ({problem}); check the disk")
+    return target
+
+
+def _prepare_locked(gguf: Path, name: str, target: Path, sha: str, verbose: bool,
+                    source_info: dict[str, str] | None) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with _prepare_lock(target):
         # Whoever held the lock before us may have prepared it meanwhile.
         problem = _check_prepared(target, sha)
         if problem is None:
-            return target
+            return
         _remove_stale_temps(target)
         if verbose:
             if target.exists():
@@ -82,10 +95,6 @@ def prepare_gguf_cached(
             overwrite=target.exists(),
             source_info={**(source_info or {}), "gguf_sha256": sha},
         )
-    problem = _check_prepared(target, sha)
-    if problem is not None:
-        raise ModelError(f"{target}: freshly prepared model does not verify ({problem}); check the disk")
-    return target
 
 
 def _check_prepared(target: Path, sha: str) -> str | None:

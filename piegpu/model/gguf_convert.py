@@ -112,7 +112,7 @@ def open_gguf(path: str | Path) -> Any:
         raise ModelError("reading GGUF files needs the gguf package: pip install gguf") from None
     path = Path(path)
     if not path.is_file():
-        raise ModelError(f"{path}: GGUF file not found")
+        raise ModelError(f"{path}: GGUF file not found; check the path")
     try:
         return GGUFReader(path)
     except Exception as e:  # the reader raises ValueError/struct errors/IndexError on damage
@@ -123,9 +123,18 @@ def _field(reader: Any, key: str, source: str, default: Any = ModelError) -> Any
     f = reader.fields.get(key)
     if f is None:
         if default is ModelError:
-            raise ModelError(f"{source}: GGUF metadata {key!r} is missing; the file is not a complete llama.cpp model")
+            raise ModelError(f"{source}: GGUF metadata {key!r} is missing; the file is not a complete llama.cpp model -- re-download it")
         return default
-    return f.contents()
+    return field_contents(f, key, source)
+
+
+def field_contents(f: Any, key: str, source: str) -> Any:
+    """The value of a GGUF metadata field; ModelError (naming file and key) if its bytes do not decode."""
+    try:
+        return f.contents()
+    except (UnicodeDecodeError, ValueError, IndexError, TypeError) as e:  # damaged strings or arrays
+        raise ModelError(f"{source}: GGUF metadata {key!r} is corrupt ({type(e).__name__}: {e}); "
+                         "re-download the file") from None
 
 
 def _f32_clean(x: float) -> float:
@@ -144,7 +153,7 @@ def config_from_gguf(reader: Any, source: str = "GGUF file") -> LlamaConfig:
     a = arch_key
     scaling = _field(reader, f"{a}.rope.scaling.type", source, None)
     if scaling not in (None, "none"):
-        raise ModelError(f"{source}: {a}.rope.scaling.type = {scaling!r} is not supported (plain RoPE only)")
+        raise ModelError(f"{source}: {a}.rope.scaling.type = {scaling!r} is not supported (plain RoPE only); use a model without RoPE scaling")
     names = {t.name for t in reader.tensors}
     heads = int(_field(reader, f"{a}.attention.head_count", source))
     hidden = int(_field(reader, f"{a}.embedding_length", source))
@@ -153,7 +162,8 @@ def config_from_gguf(reader: Any, source: str = "GGUF file") -> LlamaConfig:
     if vocab is None:
         vocab = len(tokens.data) if tokens is not None else None
     if vocab is None:
-        raise ModelError(f"{source}: neither {a}.vocab_size nor tokenizer.ggml.tokens is present")
+        raise ModelError(f"{source}: neither {a}.vocab_size nor tokenizer.ggml.tokens is present; the file is "
+                         "incomplete -- re-download it")
     head_dim = int(_field(reader, f"{a}.attention.key_length", source, hidden // max(heads, 1)))
     rot = int(_field(reader, f"{a}.rope.dimension_count", source, head_dim))
     if rot != head_dim:
@@ -228,10 +238,12 @@ def read_gguf_raw(path: str | Path) -> dict[str, RawTensor]:
 def _check_complete(config: LlamaConfig, shapes: dict[str, tuple[int, ...]], source: str) -> None:
     for name, shape in expected_shapes(config).items():
         if name not in shapes:
-            raise ModelError(f"{source}: tensor {name!r} is missing from the GGUF; the file is incomplete")
+            raise ModelError(f"{source}: tensor {name!r} is missing from the GGUF; the file is incomplete -- "
+                             "re-download it")
         if shapes[name] != shape:
             raise ModelError(
-                f"{source}: tensor {name!r} has shape {list(shapes[name])}, the metadata implies {list(shape)}"
+                f"{source}: tensor {name!r} has shape {list(shapes[name])}, the metadata implies {list(shape)}; "
+                "the file is corrupt -- re-download it"
             )
 
 
@@ -303,7 +315,10 @@ def _convert_into(gguf_path: Path, tmp: Path, quiet: bool, source_info: dict[str
 
     progress.step("building tokenizer.json from tokenizer.ggml.*")
     tokenizer = tokenizer_from_gguf(reader)
-    tokenizer.save(str(tmp / TOKENIZER_NAME))
+    try:
+        tokenizer.save(str(tmp / TOKENIZER_NAME))
+    except Exception as e:  # tokenizers reports a full or read-only disk as a plain Exception
+        raise OSError(f"cannot write {tmp / TOKENIZER_NAME}: {e}") from e
     atomic_write(tmp / TOKENIZER_CONFIG_NAME, _tokenizer_config_json(reader, config, src).encode("utf-8"))
 
     progress.step(f"dequantizing {len(reader.tensors)} tensors to float32")

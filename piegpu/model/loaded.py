@@ -73,7 +73,8 @@ def load_model(name_or_path=None, *, verbose: bool = True, device=None) -> Model
         elif path.is_dir():
             gguf, model_dir = None, path
         else:
-            raise ModelError(f"{path}: not a .gguf file or a model directory")
+            raise ModelError(f"{path}: not a .gguf file or a model directory. Fix: pass a directory with config.json and "
+                             "*.safetensors, or a file ending in .gguf")
         source = str(path)
     config = LlamaConfig.from_file(model_dir / "config.json")
     tokenizer = load_tokenizer(model_dir)

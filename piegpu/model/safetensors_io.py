@@ -93,7 +93,8 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
             f"{path}: corrupt safetensors header ({e}); re-download or re-convert the checkpoint"
         ) from None
     if not isinstance(header, dict):
-        raise ModelError(f"{path}: corrupt safetensors header (not a JSON object)")
+        raise ModelError(f"{path}: corrupt safetensors header (not a JSON object); re-download or re-convert "
+                         "the checkpoint")
 
     data_start = 8 + hlen
     data_size = size - data_start
@@ -111,9 +112,10 @@ def _check_entry(path: Path, name: str, info: object, data_start: int, data_size
         raise ModelError(f"{where}: corrupt header entry {info!r}; re-download or re-convert the checkpoint")
     dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
     if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
-        raise ModelError(f"{where}: corrupt shape {shape!r} in header")
+        raise ModelError(f"{where}: corrupt shape {shape!r} in header; re-download or re-convert the checkpoint")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
-        raise ModelError(f"{where}: corrupt data_offsets {offsets!r} in header")
+        raise ModelError(f"{where}: corrupt data_offsets {offsets!r} in header; re-download or re-convert "
+                         "the checkpoint")
     begin, end = offsets
     if dtype not in STORAGE_DTYPES:
         # Only reported when the tensor is read: a checkpoint may carry unrelated
@@ -122,7 +124,8 @@ def _check_entry(path: Path, name: str, info: object, data_start: int, data_size
     else:
         itemsize = STORAGE_DTYPES[dtype].itemsize
     if not 0 <= begin <= end:
-        raise ModelError(f"{where}: corrupt data_offsets {offsets!r} in header")
+        raise ModelError(f"{where}: corrupt data_offsets {offsets!r} in header; re-download or re-convert "
+                         "the checkpoint")
     if end > data_size:
         raise ModelError(
             f"{where}: file is truncated (tensor data ends at byte {data_start + end}, file has "
@@ -131,7 +134,7 @@ def _check_entry(path: Path, name: str, info: object, data_start: int, data_size
     if itemsize is not None and end - begin != int(np.prod(shape, dtype=np.int64)) * itemsize:
         raise ModelError(
             f"{where}: header says {dtype}{shape} ({int(np.prod(shape)) * itemsize} bytes) but "
-            f"data_offsets span {end - begin} bytes; the file is corrupt"
+            f"data_offsets span {end - begin} bytes; the file is corrupt -- re-download or re-convert it"
         )
     return TensorEntry(name, dtype, tuple(shape), data_start + begin, end - begin)
 
@@ -149,7 +152,8 @@ def read_tensor(path: Path, entry: TensorEntry, raw: bool = False) -> np.ndarray
         f.seek(entry.offset)
         got = f.readinto(memoryview(out.reshape(-1).view(np.uint8)))
     if got != entry.nbytes:
-        raise ModelError(f"{path}: tensor {entry.name!r}: short read ({got} of {entry.nbytes} bytes); file truncated")
+        raise ModelError(f"{path}: tensor {entry.name!r}: short read ({got} of {entry.nbytes} bytes); file truncated -- "
+                             "re-download or re-convert the checkpoint")
     if raw:
         return out
     return to_float32(out, entry.dtype)

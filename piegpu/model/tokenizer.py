@@ -45,12 +45,13 @@ def build_bpe_tokenizer(
     """A GPT-2 byte-level BPE `tokenizers.Tokenizer` from llama.cpp-style vocab metadata."""
     vocab = {tok: i for i, tok in enumerate(tokens)}
     if len(vocab) != len(tokens):
-        raise ModelError("tokenizer.ggml.tokens has duplicate entries; the GGUF's vocabulary is corrupt")
+        raise ModelError("tokenizer.ggml.tokens has duplicate entries; the GGUF's vocabulary is corrupt -- "
+                         "re-download it")
     pairs = []
     for k, merge in enumerate(merges):
         left, sep, right = merge.partition(" ")
         if not sep or not left or not right:
-            raise ModelError(f"tokenizer.ggml.merges[{k}] = {merge!r} is not 'left right'; the GGUF is corrupt")
+            raise ModelError(f"tokenizer.ggml.merges[{k}] = {merge!r} is not 'left right'; the GGUF is corrupt -- re-download it")
         pairs.append((left, right))
     tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
     tok.normalizer = None
@@ -83,7 +84,8 @@ def build_bpe_tokenizer(
         got = tok.token_to_id(a.content)
         if got != i:
             raise ModelError(
-                f"special token {a.content!r} maps to id {got}, expected {i}; the GGUF vocabulary is inconsistent"
+                f"special token {a.content!r} maps to id {got}, expected {i}; the GGUF vocabulary is inconsistent -- "
+                "re-download it"
             )
     return tok
 
@@ -98,9 +100,11 @@ def tokenizer_from_gguf(reader: Any) -> Tokenizer:
         f = fields.get(name)
         if f is None:
             if required:
-                raise ModelError(f"{where}: metadata {name!r} is missing; this GGUF carries no usable tokenizer")
+                raise ModelError(f"{where}: metadata {name!r} is missing; this GGUF carries no usable tokenizer -- "
+                                 "use a GGUF converted with its tokenizer")
             return None
-        return f.contents()
+        from .gguf_convert import field_contents
+        return field_contents(f, name, str(where))
 
     model = field("tokenizer.ggml.model")
     if model != "gpt2":
