@@ -208,9 +208,10 @@ class Generation:
 
         async def on_token():
             tok = await loop.token_out.take_scalar()
+            # Record the token at once: an interrupt after this line must not lose it.
             taken.append(tok)
+            seq.pending = tok
             if tok in self.stop_ids:
-                seq.pending = tok
                 self.stats.stop_reason = "stop token"
                 return False
             self.tokens.append(tok)
@@ -225,7 +226,6 @@ class Generation:
                 self.text = text
                 if piece:
                     queue.put_nowait(piece)
-            seq.pending = tok
             if cut >= 0:
                 return False
             return len(self.tokens) < self.budget

@@ -175,7 +175,12 @@ class _Gen:
         if p is None:
             return
         t, ex = p
-        self.add(getattr(eta, str(self.r.choice(["cumsum", "cumprod"])))(t), ex and t.dtype != F32)
+        name = str(self.r.choice(["cumsum", "cumprod"]))
+        if name == "cumprod" and t.dtype == F32:
+            # Backends may multiply in any order (like sums), so an overflowing product can
+            # meet a 0 as 0 * inf = NaN on one and 0 on another: keep float products bounded.
+            t = eta.tanh(t) * 1.5
+        self.add(getattr(eta, name)(t), ex and t.dtype != F32)
 
     def g_shape(self):
         t, ex = self.pick()

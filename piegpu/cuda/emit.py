@@ -26,7 +26,7 @@ from ..kernel.cstyle import grid
 from ..kernel.plan import Limits, Plan
 from .cxx import CxxStyle, cxx_ops, plan_cxx
 
-VERSION = "cuda-2"
+VERSION = "cuda-3"
 
 
 class CUDA(CxxStyle):

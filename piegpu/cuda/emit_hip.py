@@ -16,7 +16,7 @@ from ..kernel.plan import Limits, Plan
 from .cxx import plan_cxx
 from .emit import CUDA
 
-VERSION = "hip-2"
+VERSION = "hip-3"
 
 
 class HIP(CUDA):

@@ -70,9 +70,9 @@ class KernelBuilder:
 
     # ---- statement plumbing ----------------------------------------------------------
     def fresh(self, hint: str = "v") -> str:
-        """A new local name."""
+        """A new local name: hint, underscore, counter (so "f" + 32 never spells the type f32)."""
         self.counter += 1
-        return f"{hint}{self.counter}"
+        return f"{hint}_{self.counter}"
 
     def _target(self) -> int:
         return len(self.scopes) - 1 if self._at is None else self._at

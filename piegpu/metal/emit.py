@@ -30,7 +30,7 @@ from ..kernel import ir
 from ..kernel.cstyle import grid
 from ..kernel.plan import Limits, Plan
 
-VERSION = "msl-2"
+VERSION = "msl-3"
 _RELAXED = "memory_order_relaxed"
 
 

@@ -33,7 +33,7 @@ from .prelude import HELPERS
 from .rules import CASTS, NAN_BITS, RULES
 from .spec import OP
 
-VERSION = "spirv-2"
+VERSION = "spirv-3"
 
 DEVICE, RELAXED = spec.SCOPE_DEVICE, spec.SEM_RELAXED
 BARRIER_SEMANTICS = spec.SEM_ACQUIRE_RELEASE | spec.SEM_WORKGROUP_MEMORY | spec.SEM_UNIFORM_MEMORY

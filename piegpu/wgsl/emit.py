@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..kernel import ir
 from ..kernel.cstyle import CStyle, f32_bits, f32_repr, grid
 
-VERSION = "wgsl-2"
+VERSION = "wgsl-3"
 
 PRELUDE = """\
 fn eta_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }

@@ -114,10 +114,8 @@ def test_stablehlo_compares_with_nan_follow_ieee(backends):
         assert failure(prog, [x, y], [True] * 4, backend) is None, backend
 
 
-@pytest.mark.xfail(strict=True, reason="piegpu/kernel/inline.py: KernelBuilder.fresh() names locals hint+counter, so the "
-                   "33rd 'f' local is `f32` (likewise i32, u32, f16), which WGSL rejects as a type name. Fix: skip "
-                   "names that are WGSL/C type names (or use hint_counter)")
 def test_wgsl_locals_never_take_type_names(gpu):
+    """Locals were named hint+counter, so the 33rd 'f' local was `f32`, a WGSL type name (found by the fuzzer)."""
     def fn(s, a, b):
         r = eta.rng(s, [33, 8])
         x = r - eta.broadcast(eta.reshape(a, [33, 1]), [33, 8])
