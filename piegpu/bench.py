@@ -249,7 +249,7 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     b = _Bench(model, n_tokens, runs)
     loop = asyncio.new_event_loop()
     out = {"adapter": f"{dev.name} via {dev.backend}", "lp_num_threads": os.environ.get("LP_NUM_THREADS"),
-           "tokens": n_tokens, "runs": runs, "prompt": PROMPT}
+           "tokens": n_tokens, "runs": runs, "prompt": PROMPT, "window": b.pipe.window}
     out["prefill"] = loop.run_until_complete(b.prefill(128))
     out["run_ahead_greedy"] = loop.run_until_complete(b.run_ahead(greedy()))
     out["run_ahead_top_p"] = loop.run_until_complete(b.run_ahead(top_p(0.9, 0.8)))
@@ -277,7 +277,8 @@ def table(r: dict) -> str:
         rows.append((name, f"{d['ms_per_token']:.1f}", f"{1e3 / d['ms_per_token']:.1f}", note))
     a = r["run_ahead_greedy"]
     add("(a) run_ahead, fused greedy epilogue", a,
-        f"{a['dispatches_per_token']:.0f} dispatches, {a['submits_per_token']:.0f} submit per token")
+        f"{a['dispatches_per_token']:.0f} dispatches, {a['submits_per_token']:.0f} submit per token, "
+        f"window {r.get('window', '?')}")
     add("(b) run_ahead, fused top-p epilogue", r["run_ahead_top_p"], "p=0.9, T=0.8, sort on the device")
     add("(c) depth-1 submit per token", r["depth1_greedy"], "host waits for each token")
     add("(d) host-side sampling", r["host_sampling"], "full logits read back, numpy argmax")

@@ -26,7 +26,11 @@ from .eta import intrinsics as _intrinsics
 from .eta.tracer import trace
 from .forward import ForwardPass
 
-WINDOW = 4  # passes in flight during run_ahead
+WINDOW = 4  # passes in flight during run_ahead on a GPU
+# lavapipe (CPU adapters) runs one submission at a time and a second queued submission
+# slowed decoding by 15-30% in every measurement here (window 1: 44-49 ms/token, 2 or 4:
+# 53-63 ms/token), so run_ahead keeps one pass in flight there by default.
+CPU_WINDOW = 1
 _PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
 
 
@@ -86,13 +90,15 @@ class _Unsettled:
 class Pipeline:
     """Runs ForwardPasses of one model: submit (depth 1) and run_ahead (a window in flight)."""
 
-    def __init__(self, model, target: str | None = None, window: int = WINDOW):
+    def __init__(self, model, target: str | None = None, window: int | None = None):
         self.model = model
         self.gpu = model.gpu
         self.device = self.gpu.device
         self.target = target or os.environ.get("PIEGPU_EPILOGUE_TARGET", "wgsl")
         if self.target not in ("wgsl", "spirv"):
             raise ValidationError(f"epilogue target {self.target!r} cannot run through wgpu. Fix: 'wgsl' or 'spirv'")
+        if window is None:
+            window = CPU_WINDOW if model.gpu.dev.is_cpu else WINDOW
         if window < 1:
             raise ValidationError(f"window={window!r} must be >= 1. Fix: pass window=WINDOW (4) or more")
         self.window = window

@@ -28,9 +28,12 @@ class Model:
         return f"<piegpu.Model {self.source}: {self.config.num_hidden_layers} layers, vocab {self.config.vocab_size}>"
 
     def pipeline(self, target: str | None = None, window: int | None = None):
-        """A Pipeline running this model's forward passes (epilogues in WGSL, or `target`)."""
-        from ..pipeline import WINDOW, Pipeline
-        return Pipeline(self, target=target, window=window or WINDOW)
+        """A Pipeline running this model's forward passes (epilogues in WGSL, or `target`).
+
+        `window`: passes run_ahead keeps in flight (default 4 on GPUs, 1 on CPU adapters).
+        """
+        from ..pipeline import Pipeline
+        return Pipeline(self, target=target, window=window)
 
     def working_set(self, max_tokens: int | None = None):
         """The KV state of one sequence (up to max_tokens positions)."""

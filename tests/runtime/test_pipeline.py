@@ -61,7 +61,7 @@ def host_greedy(model, ids, n):
 def test_device_loop_matches_host_round_trip(tiny):
     model, _ = tiny
     ids = [5, 17, 42, 7]
-    pipe = model.pipeline()
+    pipe = model.pipeline(window=4)  # several passes in flight
     ws = model.working_set(128)
     prefill(pipe, ws, ids[:-1])
     fwd, _, token_out = greedy_loop(ws, ids[-1])
@@ -93,7 +93,7 @@ def test_default_model_device_loop_matches_host_round_trip(default_model):
 def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tiny, monkeypatch):
     import wgpu
     model, _ = tiny
-    pipe = model.pipeline()
+    pipe = model.pipeline(window=4)  # several passes in flight
     ws = model.working_set(128)
     prefill(pipe, ws, [1, 2, 3])
     fwd, _, token_out = greedy_loop(ws, 4)
@@ -146,7 +146,7 @@ def test_stop_token_mid_window_and_continuation(tiny):
     ids = [5, 17, 42, 7]
     expected = host_greedy(model, ids, 12)
     stop_at = 5  # stop when the 5th token arrives, with passes still in flight
-    pipe = model.pipeline()
+    pipe = model.pipeline(window=4)  # several passes in flight
     ws = model.working_set(128)
     prefill(pipe, ws, ids[:-1])
     fwd, token_in, token_out = greedy_loop(ws, ids[-1])
@@ -173,7 +173,7 @@ def test_exception_in_on_token_rewinds(tiny):
     model, _ = tiny
     ids = [9, 8, 7]
     expected = host_greedy(model, ids, 8)
-    pipe = model.pipeline()
+    pipe = model.pipeline(window=4)  # several passes in flight
     ws = model.working_set(128)
     prefill(pipe, ws, ids[:-1])
     fwd, _, token_out = greedy_loop(ws, ids[-1])
@@ -242,7 +242,7 @@ def test_blocked_pass_is_a_channel_error_not_a_hang(tiny):
 
 def test_failed_submit_poisons_the_pass_channels(tiny, monkeypatch):
     model, _ = tiny
-    pipe = model.pipeline()
+    pipe = model.pipeline(window=4)  # several passes in flight
     ws = model.working_set(64)
     prefill(pipe, ws, [1, 2])
     fwd, _, token_out = greedy_loop(ws, 3)
