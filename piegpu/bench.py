@@ -205,7 +205,6 @@ def top_a_epilogue():
 def epilogue_compile() -> dict:
     """Trace, emit, cold compile and warm cache-hit times of the top-a epilogue."""
     from . import eta
-    from .eta import cache
     from .gpu.compiled import build_artifact, compile_program
     from .gpu.device import get_device
     dev = get_device()

@@ -20,7 +20,7 @@ from math import prod
 import numpy as np
 
 from .dtypes import DType, dtype as _dtypes
-from .errors import ChannelError, ChannelFull, TraceError, ValidationError
+from .errors import ChannelError, ChannelFull, ValidationError
 from .eta import tracer
 from .eta.ops import TType, check_shape
 

@@ -18,10 +18,9 @@ from contextlib import contextmanager
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from .channel import Channel
-from .errors import ChannelError, CompileError, DeviceError, PieGpuError, ValidationError
+from .errors import ChannelError, CompileError, DeviceError, ValidationError
 from .eta import intrinsics as _intrinsics
 from .eta.tracer import trace
 from .forward import ForwardPass
@@ -120,8 +119,7 @@ class Pipeline:
         ctx = _intrinsics.IntrinsicContext.for_logits(self.gpu.config.vocab_size, rows)
         fn = fwd.epilogue_fn or (lambda: None)
         prog = trace(fn, context=ctx, prelude=lambda: fwd.tokens.take())
-        from .eta.tracer import Builder  # noqa: F401  (channels are bound to slots in trace order)
-        channels = self._slots_of(prog, fwd, fn, ctx)
+        channels = list(prog.channel_objects)  # slot -> Channel, in trace order
         try:
             compiled = compile_program(prog, self.target, self.gpu.dev)
         except CompileError as e:
@@ -149,16 +147,6 @@ class Pipeline:
                        fwd.tokens, keep)
         self._prepared[fwd] = pp
         return pp
-
-    @staticmethod
-    def _slots_of(prog, fwd, fn, ctx) -> list:
-        # Re-trace to recover the channel objects behind each slot (programs hold only types).
-        from .eta.tracer import Builder
-        b = Builder(ctx)
-        with b.active():
-            fwd.tokens.take()
-            fn()
-        return list(b.channels)
 
     def _arena(self, pp: _Prepared):
         import wgpu

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from ..dtypes import DType, dtype
+from ..dtypes import DType
 from ..errors import ValidationError
 from .ops import OPS, check_shape
-from .tracer import Tensor, binary, broadcast_shapes, constant, current, expand, python_dtype, to_tensor
+from .tracer import Tensor, binary, broadcast_shapes, current, expand, to_tensor
 
 _this = sys.modules[__name__]
 
@@ -188,4 +188,4 @@ def rng(state, shape) -> Tensor:
 def gumbel(state, shape) -> Tensor:
     """Standard Gumbel noise -log(-log(u)) with u = rng(state, shape)."""
     u = rng(state, shape)
-    return neg(log(neg(log(u))))  # noqa: F821 (generated above)
+    return _this.neg(_this.log(_this.neg(_this.log(u))))  # generated from the op table above

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..dtypes import dtype
 from ..errors import ValidationError
-from .program import Node, Program, const_value
+from .program import Program, const_value
 from .counter_rng import rng_uniform
 
 F32_I32_MAX = np.float32(2147483520.0)  # largest f32 below 2^31

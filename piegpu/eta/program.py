@@ -9,7 +9,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..dtypes import DType, dtype
+from ..dtypes import dtype
 from ..errors import ValidationError
 from .ops import A_DTYPE, A_INT, A_SHAPE, A_STR, OPS, TType, check_shape, infer
 
@@ -47,6 +47,7 @@ class Program:
         self.outputs: tuple = tuple(outputs)
         self.channels: tuple = tuple(channels)  # slot -> TType of one cell
         self.channel_names: tuple = tuple(channel_names)  # debugging only; not part of the hash
+        self.channel_objects: tuple = ()  # the traced Channel per slot (runtime only; not part of the hash)
 
     # ---- identity -----------------------------------------------------------------
     @cached_property

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..dtypes import DType, dtype
 from ..errors import TraceError, ValidationError
-from .ops import OPS, TType, broadcast_ok, check_shape, infer
+from .ops import OPS, TType, check_shape, infer
 from .program import Node, Program
 
 _active = threading.local()
@@ -97,7 +97,9 @@ class Builder:
                 nodes.append(Node(n.op, tuple(remap[j] for j in n.inputs), n.attrs, n.type))
         chans = [self._cell(ch) for ch in self.channels]
         names = [getattr(ch, "name", "") or "" for ch in self.channels]
-        return Program(nodes, [remap[t._id] for t in outputs], chans, names)
+        prog = Program(nodes, [remap[t._id] for t in outputs], chans, names)
+        prog.channel_objects = tuple(self.channels)  # runtime binding only; not part of the bytes
+        return prog
 
     @staticmethod
     def _cell(ch) -> TType:

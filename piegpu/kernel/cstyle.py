@@ -7,7 +7,6 @@ import struct
 
 from ..errors import CompileError
 from . import ir
-from .ir import BOOL, F32, I32, U32
 
 
 def f32_bits(v: float) -> int:

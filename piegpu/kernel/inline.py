@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ..dtypes import dtype
 from ..eta.program import const_value
 from ..eta.counter_rng import KEY_SALT, M1, M2, STREAM_SALT
 from . import ir

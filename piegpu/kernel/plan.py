@@ -8,7 +8,7 @@ from ..errors import CompileError
 from ..eta.ops import OPS
 from ..eta.program import Program
 from . import ir
-from .inline import CHANNEL_HEADER_WORDS, INLINE
+from .inline import CHANNEL_HEADER_WORDS
 from .ir import Binding, Kernel
 
 # Ops computed by a kernel template of their own; everything else is inlined.

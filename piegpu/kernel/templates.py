@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from math import ceil
 
-from ..dtypes import dtype
 from ..errors import CompileError
-from ..eta.ops import OPS
 from . import ir
-from .inline import CHANNEL_HEADER_WORDS, KernelBuilder, channel_cell_base
+from .inline import KernelBuilder, channel_cell_base
 from .ir import BOOL, F32, I32, U32, Builtin, Const, Kernel, Var
 
 MAP_WG = 64

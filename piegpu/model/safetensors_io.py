@@ -10,9 +10,7 @@ then the data section; offsets are relative to the data section.
 from __future__ import annotations
 
 import json
-import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -20,6 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import ModelError
+from ..paths import atomic_stream_write
 
 # Stored dtype name -> numpy dtype of the raw little-endian elements.
 # bf16 has no numpy dtype: raw bf16 is returned as its uint16 bit pattern.
@@ -207,21 +206,3 @@ def write_file(
     atomic_stream_write(path, chunks())
 
 
-def atomic_stream_write(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
-    """Stream chunks into a temp file beside `path`, fsync, then rename over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
