@@ -42,6 +42,7 @@ class PipelineStats:
     dispatches: int = 0
     staged_bytes: int = 0  # bytes copied to host-mappable buffers
     waits: int = 0  # times the host waited on the device
+    recorded_ahead: int = 0  # passes whose device work was recorded while earlier passes ran
     compiles: int = 0
 
 
@@ -61,6 +62,8 @@ class _Prepared:
     keep: Channel | None  # the accepting geometry's kept-count channel
     binds: dict = field(default_factory=dict)
     arena: object = None
+    recorded: tuple | None = None  # (command buffer, dispatches) of the next pass, recorded ahead
+    submits: int = 0
 
 
 @dataclass
@@ -194,6 +197,30 @@ class Pipeline:
         return self.device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST,
                                          label="fence")
 
+    def _record(self, pp: _Prepared) -> tuple:
+        """The pass's device work (forward, epilogue, KV advance) as (command buffer, dispatches).
+
+        It reads every length and cell position from the device, so it depends on no host
+        state and can be recorded while the previous pass runs (see _record_ahead).
+        """
+        enc = self.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        tokens = pp.tokens.ensure(self.device)
+        logits, n = self.gpu.encode(cpass, pp.ws(), pp.T, tokens, pp.readout)
+        n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
+        keep = pp.keep
+        n += self.gpu.encode_advance(cpass, pp.ws(), pp.T, keep._buffer if keep is not None else None)
+        cpass.end()
+        return enc.finish(), n
+
+    def _record_ahead(self, pp: _Prepared) -> None:
+        """Record the next pass now, while the device is busy, so its submit costs no encoding."""
+        if pp.recorded is None and pp.ws() is not None:
+            try:
+                pp.recorded = self._record(pp)
+            except Exception as e:
+                raise lost_device_error(e, "encoding a pass") or e
+
     def _encode(self, pp: _Prepared) -> _Record:
         """Encode and submit one pass, updating the host mirror (callers hold deferred_interrupts())."""
         ws = pp.ws()
@@ -203,15 +230,11 @@ class Pipeline:
         snap = {ch: ch.snapshot() for ch in pp.channels}
         snap["ws"] = (ws, ws.length)
         pid = next(_PASS_IDS)
+        recorded, pp.recorded = pp.recorded, None
+        self.stats.recorded_ahead += recorded is not None
         try:
-            enc = self.device.create_command_encoder()
-            cpass = enc.begin_compute_pass()
-            tokens = pp.tokens.ensure(self.device)
-            logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout)
-            n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
-            keep = pp.keep
-            n += self.gpu.encode_advance(cpass, ws, pp.T, keep._buffer if keep is not None else None)
-            cpass.end()
+            work, n = recorded or self._record(pp)
+            enc = self.device.create_command_encoder()  # the copies for the host and the fence
         except Exception as e:  # nothing was submitted and the host mirror is untouched
             raise lost_device_error(e, "encoding a pass") or e
         # Host mirror: consume taken cells, then register the cells this pass puts.
@@ -233,7 +256,7 @@ class Pipeline:
         fence = self._fence()
         enc.copy_buffer_to_buffer(ws.state, 0, fence, 0, 16)
         try:
-            self.device.queue.submit([enc.finish()])
+            self.device.queue.submit([work, enc.finish()])
         except Exception as e:
             err = lost_device_error(e, "submitting a pass")
             for ch in pp.channels:
@@ -245,6 +268,7 @@ class Pipeline:
         ws._last_pass = pid  # a later rewind must not undo what this pass built on
         for ch in pp.channels:
             ch._last_pass = pid
+        pp.submits += 1
         self.stats.passes += 1
         self.stats.submits += 1
         self.stats.dispatches += n
@@ -287,6 +311,8 @@ class Pipeline:
             raise ChannelError(f"cannot submit the pass: {why}. Fix: put or take cells first")
         with deferred_interrupts():  # the host mirror and the submitted pass change together
             rec = self._encode(pp)
+        if pp.submits > 1:  # a depth-1 loop: record the next pass while this one runs
+            self._record_ahead(pp)
         await self._wait(rec)
 
     async def run_ahead(self, fwd: ForwardPass, max_tokens: int, on_token) -> int:
@@ -324,6 +350,8 @@ class Pipeline:
                                            "and no pass in flight can change that. Fix: on_token must take the cells "
                                            "the passes put (or put the cells they take)")
                     break
+                if submitted < max_tokens:  # more passes will follow: record the next one while these run
+                    self._record_ahead(pp)
                 try:
                     keep = await on_token()
                 except BaseException:

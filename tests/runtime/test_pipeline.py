@@ -125,13 +125,15 @@ def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tin
     monkeypatch.setattr(queue_cls, "submit", submit)
     monkeypatch.setattr(buf_cls, "map_async", map_async)
     monkeypatch.setattr(queue_cls, "read_buffer", read_buffer)
-    before = pipe.stats.passes
+    before, ahead = pipe.stats.passes, pipe.stats.recorded_ahead
 
     async def on_token():
         await token_out.take_scalar()
         return True
     n = run(pipe.run_ahead(fwd, 12, on_token))
     passes = pipe.stats.passes - before
+    # every pass after the first window was recorded while earlier ones ran: its submit encodes nothing
+    assert pipe.stats.recorded_ahead - ahead == passes - pipe.window
     submits = [e for e in events if e[0] == "submit"]
     vocab_bytes = model.config.vocab_size * 4
     assert n == 12 and passes == 12 and len(submits) == passes
