@@ -1,0 +1,71 @@
+"""Where a decode pass of the default model spends its device time, by kernel role.
+
+    python benchmarks/kernels.py [--context 100] [--json]
+
+Each role's dispatches (e.g. the 30 QKV matvecs) are replayed on their own, three times
+in one command buffer, and timed; the sum is close to the whole pass. Roles: embed,
+qkv (RMSNorm folded in, RoPE + KV write as epilogue), attention, o (o-proj + residual),
+gu (gate/up with RMSNorm and SwiGLU), down (down-proj + residual), lm (final norm +
+logits). The weight format of each matrix is printed with it.
+"""
+
+import argparse
+import json
+import statistics
+import time
+from collections import defaultdict
+
+from piegpu.model.gpu_model import replay
+from piegpu.model.loaded import load_model
+
+
+def timed(device, entries, probe, reps: int = 3) -> float:
+    """Median ms of one replay of `entries` (3 rounds after a warm-up)."""
+    out = []
+    for r in range(4):
+        enc = device.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        for _ in range(reps):
+            replay(cp, entries)
+        cp.end()
+        t0 = time.perf_counter()
+        device.queue.submit([enc.finish()])
+        device.queue.read_buffer(probe, 0, 4)
+        if r:
+            out.append((time.perf_counter() - t0) / reps * 1e3)
+    return statistics.median(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--context", type=int, default=100, help="tokens already in the KV cache")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    model = load_model(verbose=False)
+    g = model.gpu
+    ws = model.working_set(args.context + 8)
+    g.forward(ws, [(7 * i) % 1000 + 100 for i in range(args.context)])
+    tokens = g.token_buffer([42])
+    logits, plan = g.dispatch_plan(ws, 1, tokens, (0, 1))
+    roles = defaultdict(list)
+    for entry in plan:
+        roles[entry[3]].append(entry)
+    layer = g.layers[0]
+    fmt = {"qkv": layer["qkv"].fmt, "o": layer["o"].fmt, "gu": layer["gate_up"].fmt, "down": layer["down"].fmt,
+           "lm": g.lm_head.fmt, "embed": g.embed.fmt}
+    rows = {"total": {"dispatches": len(plan), "ms": timed(g.device, plan, logits)}}
+    for role, entries in roles.items():
+        rows[role] = {"dispatches": len(entries), "ms": timed(g.device, entries, logits), "format": fmt.get(role, "")}
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    total = rows["total"]["ms"]
+    print(f"decode pass at context {args.context}: {total:.1f} ms, {len(plan)} dispatches")
+    for role, r in rows.items():
+        if role != "total":
+            print(f"  {role:10s} {r['dispatches']:4d} dispatches  {r['ms']:6.2f} ms  {100 * r['ms'] / total:5.1f}%  "
+                  f"{r['format']}")
+
+
+if __name__ == "__main__":
+    main()
