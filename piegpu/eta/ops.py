@@ -240,8 +240,8 @@ def _infer_concat(op, ins, attrs):
     if not first.shape:
         fail(op, "cannot concat rank-0 tensors", "reshape them to [1]")
     for t in ins[1:]:
-        if t.dtype != first.dtype or t.shape[:-1] != first.shape[:-1]:
-            fail(op, f"inputs {first!r} and {t!r} differ in dtype or leading dims",
+        if t.dtype != first.dtype or len(t.shape) != len(first.shape) or t.shape[:-1] != first.shape[:-1]:
+            fail(op, f"inputs {first!r} and {t!r} differ in dtype, rank or leading dims",
                  "concat joins along the last axis; match dtype and the other dims")
     return TType(first.dtype, first.shape[:-1] + (sum(t.shape[-1] for t in ins),))
 
