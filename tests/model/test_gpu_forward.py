@@ -131,6 +131,21 @@ def test_default_model_greedy_matches_reference(default_model, default_reference
     assert len(words & set(text.lower().replace(",", " ").split())) >= 3
 
 
+def test_default_model_prefill_of_a_longer_prompt_matches_reference(default_model, default_reference):
+    # 45 tokens: full and partial 16-token blocks, and token groups split by the uniform
+    # binding size (10 tokens for the down projection's 1536-wide rows)
+    text = ("The old lighthouse keeper climbed the stairs every evening, counting the steps and "
+            "listening to the sea while the gulls circled the rocks below the tower. Nobody in the "
+            "village remembered when the light had last failed, or who had kept it before him.")
+    ids = default_model.tokenizer.encode(text).ids[:45]
+    assert len(ids) == 45
+    a = default_reference.forward(ids, default_reference.new_cache())[-1]
+    b = default_model.gpu.forward(default_model.working_set(64), ids)[0]
+    err = float(np.abs(a - b).max())
+    print(f"45-token prefill: max abs logit error {err:.1e}")
+    assert int(a.argmax()) == int(b.argmax()) and err < 1e-3
+
+
 def test_default_model_answers_paris(default_model):
     g = default_model.generate("What is the capital of France?", max_tokens=24, chat=True)
     text = g.run()
