@@ -14,7 +14,6 @@ const QR4: u32 = {{QR}}u / 4u;
 const KR4: u32 = {{KR}}u / 4u;
 const GROUP: u32 = {{GROUP}}u;  // query heads per KV head
 const SCALE: f32 = {{SCALE}};   // 1 / sqrt(HD)
-const MAX_POS: u32 = {{MAX_POS}}u;
 const LOW: f32 = -3.0e38;       // finite "minus infinity": drivers may assume no inf
 
 var<workgroup> part_m: array<f32, WG>;
@@ -26,7 +25,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let head = wid.x;
   let t = wid.y;
   let kv = head / GROUP;
-  let n = min(state[0] + t + 1u, MAX_POS);
+  let n = min(state[0] + t + 1u, state[1]);  // state[1]: the working set's positions
   var qv = array<vec4<f32>, HD4>();
   for (var i = 0u; i < HD4; i++) { qv[i] = q[t * QR4 + head * HD4 + i] * SCALE; }
   var m = LOW;

@@ -5,7 +5,6 @@
 @group(0) @binding(1) var<storage, read> chan: array<u32>;  // header [head, tail, capacity, ...], cells
 @group(0) @binding(2) var<storage, read_write> h: array<vec4<f32>>;  // [T][hidden]
 
-const T: u32 = {{T}}u;
 const NB: u32 = {{NB}}u;
 const ROWS: u32 = {{ROWS}}u;   // rows in this chunk of the embedding matrix
 const ROW0: u32 = {{ROW0}}u;
@@ -16,6 +15,7 @@ const HEADER: u32 = 8u;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let T = chan[3];  // the header's cell words: the pass's token count (one kernel for every T)
   let t = gid.x / NB;
   let b = gid.x % NB;
   if (t >= T) { return; }

@@ -3,15 +3,16 @@
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(3) var<uniform> rows: vec4<u32>;  // (T, FIRST, -, -): not constants, one kernel for all
 
-const T: u32 = {{T}}u;
-const FIRST: u32 = {{FIRST}}u;
 const H4: u32 = {{H4}}u;
 const EPS: f32 = {{EPS}};
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let t = gid.x;
+  let T = rows.x;
+  let FIRST = rows.y;
   if (t >= T) { return; }
   var ss = 0.0;
   let src = (FIRST + t) * H4;

@@ -129,14 +129,14 @@ class WorkingSet:
     max_tokens: int
     keys: list
     values: list
-    state: object  # u32 buffer: [length, ...]
+    state: object  # u32 buffer: [length, max_tokens, 0, 0] (kernels read both: no size is compiled in)
     length: int = 0  # the host's view of the length (advanced as passes are submitted)
     _binds: dict = field(default_factory=dict)
     _plans: dict = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget every position (the caches are overwritten as the sequence regrows)."""
-        self.model.device.queue.write_buffer(self.state, 0, np.zeros(4, np.uint32).tobytes())
+        self.model.device.queue.write_buffer(self.state, 0, np.zeros(1, np.uint32).tobytes())
         self.length = 0
 
     def note_length(self, n: int) -> None:
@@ -149,7 +149,7 @@ class WorkingSet:
         """Truncate the sequence to its first n positions (device and host views)."""
         if not 0 <= n <= self.length:
             raise ValidationError(f"set_length({n}): the working set holds {self.length} positions")
-        self.model.device.queue.write_buffer(self.state, 0, np.array([n, 0, 0, 0], np.uint32).tobytes())
+        self.model.device.queue.write_buffer(self.state, 0, np.array([n], np.uint32).tobytes())
         self.length = n
 
 
@@ -176,11 +176,14 @@ class _Scratch:
 
         def buf(n, label):
             return d.create_buffer(size=max(16, n * 4), usage=use, label=label)
+        # Prefill matvecs read x through a window of a whole token group (up to max_uniform
+        # bytes) from the group's first token, so buffers read that way get one window of slack.
+        pad = model.max_uniform // 4 if T > 1 else 0
         self.h = buf(T * c.hidden_size, "hidden")
-        self.hn = buf(max(T, rows) * c.hidden_size, "hidden-normed")
+        self.hn = buf(max(T, rows) * c.hidden_size + pad, "hidden-normed")
         self.q = buf(T * qr, "q")
-        self.o = buf(T * qr, "attn-out")
-        self.act = buf(T * c.intermediate_size, "mlp-act")
+        self.o = buf(T * qr + pad, "attn-out")
+        self.act = buf(T * c.intermediate_size + pad, "mlp-act")
         self.logits = buf(rows * c.vocab_size, "logits")
 
 
@@ -216,6 +219,7 @@ class GpuModel:
         self._rope = None
         self._scratch: dict = {}
         self._token_bufs: dict = {}
+        self._param_bufs: dict = {}
         self._zero_vecs: dict = {}
         self._binds: dict = {}
         self.weight_bytes = sum(m.nbytes for L in self.layers for k, m in L.items() if isinstance(m, GpuMatrix))
@@ -228,6 +232,22 @@ class GpuModel:
         return self.device.create_buffer_with_data(data=np.ascontiguousarray(v, np.float32).tobytes(),
                                                    usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM,
                                                    label=label)
+
+    def _params(self, *values: int):
+        """A 16-byte uniform buffer holding up to four u32 values (one per distinct tuple, shared).
+
+        Token counts and offsets reach the prefill kernels this way instead of as shader
+        constants, so one compiled kernel serves every prompt length (lavapipe compiles a
+        kernel on its first dispatch: 0.1-0.4 s each).
+        """
+        import wgpu
+        b = self._param_bufs.get(values)
+        if b is None:
+            data = np.zeros(4, np.uint32)
+            data[:len(values)] = values
+            b = self._param_bufs[values] = self.device.create_buffer_with_data(
+                data=data.tobytes(), usage=wgpu.BufferUsage.UNIFORM, label=f"params{list(values)}")
+        return b
 
     def _zeros(self, n: int):
         """A zero vector of n floats (the norm binding of matvecs without a norm)."""
@@ -262,7 +282,8 @@ class GpuModel:
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         keys = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"k{i}") for i in range(len(self.layers))]
         vals = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"v{i}") for i in range(len(self.layers))]
-        state = self.device.create_buffer(size=16, usage=use, label="ws-state")
+        state = self.device.create_buffer_with_data(data=np.array([0, n, 0, 0], np.uint32).tobytes(), usage=use,
+                                                    label="ws-state")
         self.rope_table(n)
         return WorkingSet(self, n, keys, vals, state)
 
@@ -303,7 +324,7 @@ class GpuModel:
         row_bytes = m.cols * 4
         count = 0
         if T == 1:
-            groups = [(0, 1)]
+            groups, per = [(0, 1)], 1
         else:
             per = self.max_uniform // row_bytes
             per = per if per < PREFILL_TB else per - per % PREFILL_TB
@@ -315,7 +336,8 @@ class GpuModel:
             R, wg = self._rows_per_invocation(nrows, *splits, decode=T == 1)
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": nb, "WG": wg, **ep_params}
-                bufs = {0: buf, 1: (x, t0 * row_bytes, tn * row_bytes), **ep_bufs}
+                window = tn if T == 1 else per  # prefill binds a whole group's window (see _Scratch)
+                bufs = {0: buf, 1: (x, t0 * row_bytes, window * row_bytes), **ep_bufs}
                 if T == 1:
                     name = "matvec_decode"
                     params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(c.rms_norm_eps))
@@ -325,7 +347,10 @@ class GpuModel:
                     if norm is not None:
                         raise ValidationError("internal: prefill matvecs take normalized x")
                     name = "matvec_prefill"
-                    params.update(T=tn, TOK0=t0, TB=min(PREFILL_TB, tn), XV4=tn * m.cols // 4)
+                    # two block sizes, so a short group does not compute 16 token slots
+                    full = min(PREFILL_TB, per)
+                    params.update(TB=full if tn >= full else min(4, full), XV4=per * m.cols // 4)
+                    bufs[2] = self._params(tn, t0)
                 k = self.lib.kernel(name, params, {"FORMAT": f"formats/{m.fmt}",
                                                    "EPILOGUE": f"epilogues/{epilogue}"})
                 bg = self._bind(cache_key + (row0, t0) if cache_key else None, k, bufs)
@@ -384,8 +409,7 @@ class GpuModel:
         plan: list = []  # (pipeline, bind group, workgroups, role) per dispatch
         # embed: token ids from the channel, on the device
         for buf, row0, nrows in self.embed.chunks:
-            n += self._simple(plan, "embed", {"T": T, "NB": H // 32, "ROWS": nrows, "ROW0": row0,
-                                               "VOCAB": c.vocab_size},
+            n += self._simple(plan, "embed", {"NB": H // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size},
                               {"FORMAT": f"formats/{self.embed.fmt}"}, {0: buf, 1: tokens, 2: s.h},
                               (ceil(T * H // 32 / 64), 1, 1), key=(ws._binds, "embed", T, rows, row0, tokens))
         rope = self.rope_table(ws.max_tokens)
@@ -397,13 +421,13 @@ class GpuModel:
                 n += self._rmsnorm(plan, s.h, L["input_norm"], s.hn, T, 0, key + ("n1",))
                 x_attn = s.hn
             n += self._matvec(plan, L["qkv"], x_attn, T, "rope_kv",
-                              {"QR": QR, "KR": KR, "HD": HD, "MAX_POS": ws.max_tokens},
+                              {"QR": QR, "KR": KR, "HD": HD},
                               {3: s.q, 4: ws.keys[i], 5: ws.values[i], 6: ws.state, 7: rope},
                               norm=L["input_norm"] if decode else None, cache_key=key + ("qkv",), splits=(QR, KR))
             n += self._simple(plan, "attention",
                               {"WG": self.attention_wg(), "HD": HD, "QR": QR, "KR": KR,
                                "GROUP": c.num_attention_heads // c.num_key_value_heads,
-                               "SCALE": 1.0 / sqrt(HD), "MAX_POS": ws.max_tokens}, None,
+                               "SCALE": 1.0 / sqrt(HD)}, None,
                               {0: s.q, 1: ws.keys[i], 2: ws.values[i], 3: ws.state, 4: s.o},
                               (c.num_attention_heads, T, 1), key=key + ("attn",))
             n += self._matvec(plan, L["o"], s.o, T, "residual", {"OUT_STRIDE": H}, {3: s.h},
@@ -436,9 +460,8 @@ class GpuModel:
 
     def _rmsnorm(self, plan, x, w, out, T: int, first: int, key) -> int:
         c = self.config
-        return self._simple(plan, "rmsnorm", {"T": T, "FIRST": first, "H4": c.hidden_size // 4,
-                                               "EPS": float(c.rms_norm_eps)}, None,
-                            {0: x, 1: w, 2: out}, (ceil(T / 64), 1, 1), key=key)
+        return self._simple(plan, "rmsnorm", {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps)}, None,
+                            {0: x, 1: w, 2: out, 3: self._params(T, first)}, (ceil(T / 64), 1, 1), key=key)
 
     def encode_advance(self, cpass, ws: WorkingSet, T: int, keep=None) -> int:
         """Record state[0] += T after a pass, or += the count in channel buffer `keep` (at most T)."""
@@ -447,7 +470,8 @@ class GpuModel:
         if plan is None:
             plan = ws._plans[key] = []
             if keep is None:
-                self._simple(plan, "advance", {"N": T}, None, {0: ws.state}, (1, 1, 1), key=(ws._binds, "adv", T))
+                self._simple(plan, "advance", {}, None, {0: ws.state, 1: self._params(T)}, (1, 1, 1),
+                             key=(ws._binds, "adv", T))
             else:
                 self._simple(plan, "advance_accept", {"N": T}, None, {0: ws.state, 1: keep}, (1, 1, 1),
                              key=(ws._binds, "adv-keep", T, keep))
@@ -462,7 +486,7 @@ class GpuModel:
         if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
             raise ValidationError(f"token ids must be in [0, {self.config.vocab_size}), got {ids.min()}..{ids.max()}")
         words = np.zeros(CHANNEL_HEADER_WORDS + ids.size, np.uint32)
-        words[:3] = (0, 1, 1)  # head 0, tail 1, capacity 1
+        words[:4] = (0, 1, 1, ids.size)  # head 0, tail 1, ring of 1 cell of ids.size words
         words[CHANNEL_HEADER_WORDS:] = ids.astype(np.uint32)
         buf = self._token_bufs.get(ids.size)
         if buf is None:

@@ -10,10 +10,9 @@
 const QR: u32 = {{QR}}u;
 const KR: u32 = {{KR}}u;
 const HD: u32 = {{HD}}u;
-const MAX_POS: u32 = {{MAX_POS}}u;
 
 fn epilogue(t: u32, r0: u32, acc: array<f32, R>) {
-  let pos = min(state[0] + t, MAX_POS - 1u);
+  let pos = min(state[0] + t, state[1] - 1u);  // state[1]: the working set's positions
   for (var rr = 0u; rr < R; rr += 2u) {
     let r = r0 + rr;
     var a = acc[rr];
