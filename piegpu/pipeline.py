@@ -30,6 +30,9 @@ WINDOW = 4  # passes in flight during run_ahead on a GPU
 # slowed decoding by 15-30% in every measurement here (window 1: 44-49 ms/token, 2 or 4:
 # 53-63 ms/token), so run_ahead keeps one pass in flight there by default.
 CPU_WINDOW = 1
+# Recording the next pass's command buffer while the current one runs hides ~1 ms of host
+# encoding per pass on a GPU. On lavapipe the host shares the cores with the "device", and
+# it measured 4 ms/token slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
 _PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
 
 
@@ -92,7 +95,8 @@ class _Unsettled:
 class Pipeline:
     """Runs ForwardPasses of one model: submit (depth 1) and run_ahead (a window in flight)."""
 
-    def __init__(self, model, target: str | None = None, window: int | None = None):
+    def __init__(self, model, target: str | None = None, window: int | None = None,
+                 record_ahead: bool | None = None):
         self.model = model
         self.gpu = model.gpu
         self.device = self.gpu.device
@@ -104,6 +108,7 @@ class Pipeline:
         if window < 1:
             raise ValidationError(f"window={window!r} must be >= 1. Fix: pass window=WINDOW (4) or more")
         self.window = window
+        self.record_ahead = (not model.gpu.dev.is_cpu) if record_ahead is None else bool(record_ahead)
         self.stats = PipelineStats()
         self._prepared = weakref.WeakKeyDictionary()  # ForwardPass -> _Prepared, dropped with the pass
         self._fences: list = []
@@ -215,7 +220,7 @@ class Pipeline:
 
     def _record_ahead(self, pp: _Prepared) -> None:
         """Record the next pass now, while the device is busy, so its submit costs no encoding."""
-        if pp.recorded is None and pp.ws() is not None:
+        if self.record_ahead and pp.recorded is None and pp.ws() is not None:
             try:
                 pp.recorded = self._record(pp)
             except Exception as e:

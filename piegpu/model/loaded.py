@@ -27,13 +27,14 @@ class Model:
     def __repr__(self) -> str:
         return f"<piegpu.Model {self.source}: {self.config.num_hidden_layers} layers, vocab {self.config.vocab_size}>"
 
-    def pipeline(self, target: str | None = None, window: int | None = None):
+    def pipeline(self, target: str | None = None, window: int | None = None, record_ahead: bool | None = None):
         """A Pipeline running this model's forward passes (epilogues in WGSL, or `target`).
 
         `window`: passes run_ahead keeps in flight (default 4 on GPUs, 1 on CPU adapters).
+        `record_ahead`: record each next pass while the current one runs (default: GPUs only).
         """
         from ..pipeline import Pipeline
-        return Pipeline(self, target=target, window=window)
+        return Pipeline(self, target=target, window=window, record_ahead=record_ahead)
 
     def working_set(self, max_tokens: int | None = None):
         """The KV state of one sequence (up to max_tokens positions)."""

@@ -58,10 +58,11 @@ def host_greedy(model, ids, n):
     return out
 
 
-def test_device_loop_matches_host_round_trip(tiny):
+@pytest.mark.parametrize("window, record_ahead", [(4, False), (4, True), (1, True)])
+def test_device_loop_matches_host_round_trip(tiny, window, record_ahead):
     model, _ = tiny
     ids = [5, 17, 42, 7]
-    pipe = model.pipeline(window=4)  # several passes in flight
+    pipe = model.pipeline(window=window, record_ahead=record_ahead)
     ws = model.working_set(128)
     prefill(pipe, ws, ids[:-1])
     fwd, _, token_out = greedy_loop(ws, ids[-1])
@@ -73,6 +74,7 @@ def test_device_loop_matches_host_round_trip(tiny):
     assert run(pipe.run_ahead(fwd, 20, on_token)) == 20
     assert got == host_greedy(model, ids, 20)
     assert ws.length == len(ids) + 20 - 1
+    assert pipe.stats.recorded_ahead == (20 - window if record_ahead else 0)
 
 
 def test_default_model_device_loop_matches_host_round_trip(default_model):
@@ -93,7 +95,7 @@ def test_default_model_device_loop_matches_host_round_trip(default_model):
 def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tiny, monkeypatch):
     import wgpu
     model, _ = tiny
-    pipe = model.pipeline(window=4)  # several passes in flight
+    pipe = model.pipeline(window=4, record_ahead=True)  # several passes in flight, as on a GPU
     ws = model.working_set(128)
     prefill(pipe, ws, [1, 2, 3])
     fwd, _, token_out = greedy_loop(ws, 4)
