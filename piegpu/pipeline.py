@@ -208,23 +208,23 @@ class Pipeline:
         It reads every length and cell position from the device, so it depends on no host
         state and can be recorded while the previous pass runs (see _record_ahead).
         """
-        enc = self.device.create_command_encoder()
-        cpass = enc.begin_compute_pass()
-        tokens = pp.tokens.ensure(self.device)
-        logits, n = self.gpu.encode(cpass, pp.ws(), pp.T, tokens, pp.readout)
-        n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
-        keep = pp.keep
-        n += self.gpu.encode_advance(cpass, pp.ws(), pp.T, keep._buffer if keep is not None else None)
-        cpass.end()
-        return enc.finish(), n
+        try:
+            enc = self.device.create_command_encoder()
+            cpass = enc.begin_compute_pass()
+            tokens = pp.tokens.ensure(self.device)
+            logits, n = self.gpu.encode(cpass, pp.ws(), pp.T, tokens, pp.readout)
+            n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
+            keep = pp.keep
+            n += self.gpu.encode_advance(cpass, pp.ws(), pp.T, keep._buffer if keep is not None else None)
+            cpass.end()
+            return enc.finish(), n
+        except Exception as e:
+            raise lost_device_error(e, "encoding a pass") or e
 
     def _record_ahead(self, pp: _Prepared) -> None:
         """Record the next pass now, while the device is busy, so its submit costs no encoding."""
         if self.record_ahead and pp.recorded is None and pp.ws() is not None:
-            try:
-                pp.recorded = self._record(pp)
-            except Exception as e:
-                raise lost_device_error(e, "encoding a pass") or e
+            pp.recorded = self._record(pp)
 
     def _encode(self, pp: _Prepared) -> _Record:
         """Encode and submit one pass, updating the host mirror (callers hold deferred_interrupts())."""
@@ -237,10 +237,10 @@ class Pipeline:
         pid = next(_PASS_IDS)
         recorded, pp.recorded = pp.recorded, None
         self.stats.recorded_ahead += recorded is not None
+        work, n = recorded or self._record(pp)  # on failure nothing was submitted, the host mirror is untouched
         try:
-            work, n = recorded or self._record(pp)
             enc = self.device.create_command_encoder()  # the copies for the host and the fence
-        except Exception as e:  # nothing was submitted and the host mirror is untouched
+        except Exception as e:
             raise lost_device_error(e, "encoding a pass") or e
         # Host mirror: consume taken cells, then register the cells this pass puts.
         for slot, (takes, puts) in pp.counts.items():

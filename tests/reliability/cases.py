@@ -332,6 +332,15 @@ def _loop(c, ws, first=3, out_capacity=None):
     return fwd, token_in, token_out
 
 
+def prefilled_loop(pipe, model, ids: list) -> tuple:
+    """A 128-position working set holding ids[:-1] (prefilled through `pipe`) and the device loop
+    from ids[-1]: (ws, fwd, token_in, token_out)."""
+    from tests.runtime.test_pipeline import prefill
+    ws = model.working_set(128)
+    prefill(pipe, ws, ids[:-1])
+    return (ws, *_loop(None, ws, first=ids[-1]))
+
+
 def _pipeline_cases() -> list:
     from piegpu import Channel, ForwardPass, StateGeometry
 

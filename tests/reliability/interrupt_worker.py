@@ -131,14 +131,12 @@ def sigint(model, n: int) -> dict:
 
 def raw(model, n: int) -> dict:
     """API.md's device loop: the run_ahead task cancelled while on_token awaits a take."""
-    from tests.reliability.cases import _loop
-    from tests.runtime.test_pipeline import host_greedy, prefill, run
+    from tests.reliability.cases import prefilled_loop
+    from tests.runtime.test_pipeline import host_greedy, run
     ids = [5, 17, 42, 7]
     expected = host_greedy(model, ids, 30)
     pipe = model.pipeline()
-    ws = model.working_set(128)
-    prefill(pipe, ws, ids[:-1])
-    fwd, _, token_out = _loop(None, ws, first=ids[-1])
+    ws, fwd, _, token_out = prefilled_loop(pipe, model, ids)
     got: list = []
 
     async def on_token():

@@ -14,7 +14,7 @@ import pytest
 from piegpu import Channel, CompileError, ForwardPass, StateGeometry, dtype, eta
 from piegpu.eta import intrinsics
 from tests.helpers import tiny_config, tiny_model
-from tests.reliability.cases import ROOT, _loop
+from tests.reliability.cases import ROOT, _loop, prefilled_loop
 from tests.runtime.test_pipeline import host_greedy, prefill, run
 
 
@@ -56,9 +56,7 @@ def test_epilogue_that_fails_to_compile_mid_session_leaves_the_pipeline_usable(t
     ids = [5, 17, 42, 7]
     expected = host_greedy(tiny, ids, 10)
     pipe = tiny.pipeline()
-    ws = tiny.working_set(128)
-    prefill(pipe, ws, ids[:-1])
-    fwd, token_in, token_out = _loop(None, ws, first=ids[-1])
+    ws, fwd, token_in, token_out = prefilled_loop(pipe, tiny, ids)
     got = []
 
     async def on_token():
@@ -96,9 +94,7 @@ def test_epilogue_that_fails_to_compile_mid_session_leaves_the_pipeline_usable(t
 
 def _greedy_alone(model, ids, n):
     pipe = model.pipeline()
-    ws = model.working_set(128)
-    prefill(pipe, ws, ids[:-1])
-    fwd, _, out = _loop(None, ws, first=ids[-1])
+    _, fwd, _, out = prefilled_loop(pipe, model, ids)
     got = []
 
     async def on_token():
@@ -118,9 +114,7 @@ def test_two_run_aheads_interleaved_on_one_device(tiny, shared):
     loops, got = [], [[], []]
     for k, ids in enumerate((a_ids, b_ids)):
         pipe = pipes[k % len(pipes)]
-        ws = tiny.working_set(128)
-        prefill(pipe, ws, ids[:-1])
-        loops.append((pipe, *_loop(None, ws, first=ids[-1])))
+        loops.append((pipe, *prefilled_loop(pipe, tiny, ids)[1:]))
 
     def on_token(k):
         async def f():
