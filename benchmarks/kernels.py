@@ -15,7 +15,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from piegpu.model.gpu_model import replay
+from piegpu.runtime.dispatch import replay
 from piegpu.model.loaded import load_model
 
 

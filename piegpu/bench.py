@@ -178,9 +178,9 @@ COMPILE_SCRIPT = r"""
 import json, sys, time
 from piegpu import dtype, eta
 from piegpu.eta import cache
-from piegpu.gpu.compiled import compile_program
+from piegpu.runtime.compiled import compile_program
 from piegpu.bench import top_a_epilogue
-from piegpu.gpu.device import get_device
+from piegpu.runtime.device import get_device
 get_device()  # adapter and device creation are not part of compiling
 ctx = eta.IntrinsicContext.for_logits(49152)
 t0 = time.perf_counter()
@@ -206,8 +206,8 @@ def top_a_epilogue():
 def epilogue_compile() -> dict:
     """Trace, emit, cold compile and warm cache-hit times of the top-a epilogue."""
     from . import eta
-    from .gpu.compiled import build_artifact, compile_program
-    from .gpu.device import get_device
+    from .runtime.compiled import build_artifact, compile_program
+    from .runtime.device import get_device
     dev = get_device()
     ctx = eta.IntrinsicContext.for_logits(49152)
     trace_ms = []
@@ -240,7 +240,7 @@ def epilogue_compile() -> dict:
 
 def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     """Every benchmark, side by side in this process (the numpy reference too)."""
-    from .gpu.device import get_device
+    from .runtime.device import get_device
     from .model.default import default_model_dir
     from .model.loaded import load_model
     from .samplers import greedy, top_p

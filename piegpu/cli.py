@@ -37,23 +37,35 @@ def _check_modes(args) -> None:
                           "Fix: drop --sampler/--top-k/... or drop --speculative")
 
 
-def _cmd_generate(args) -> int:
-    from .model.loaded import load_model
+def _checked_options(args) -> tuple:
+    """(sampler, watermark, schema) of the generate flags, each validated by the library that uses it.
+
+    Runs before the model loads, so a bad flag costs nothing; the integer flags are
+    range-checked by argparse (see _int_at_least).
+    """
+    from .samplers import from_spec
     _check_modes(args)
-    schema = _read_schema(args.schema) if args.schema else None  # fail before the model loads
-    model = load_model(args.model, verbose=True)
+    schema = _read_schema(args.schema) if args.schema else None
     value, options = _sampler_options(args)
-    if args.json or args.schema:
-        return _generate_json(model, args, schema, value, options)
-    if args.speculative is not None:
-        return _generate_speculative(model, args)
+    sampler = from_spec(args.sampler, args.temperature, value, **options)
     watermark = None
     if args.watermark is not None:
         from .inferlets.watermark import Watermark
         watermark = Watermark(args.watermark, args.watermark_gamma, args.watermark_delta)
+    return sampler, watermark, schema
+
+
+def _cmd_generate(args) -> int:
+    from .model.loaded import load_model
+    sampler, watermark, schema = _checked_options(args)  # fail before the model loads
+    model = load_model(args.model, verbose=True)
+    if args.json or args.schema:
+        return _generate_json(model, args, schema, sampler)
+    if args.speculative is not None:
+        return _generate_speculative(model, args)
     t0 = time.perf_counter()
-    g = model.generate(args.prompt, max_tokens=args.max_tokens, sampler=args.sampler, temperature=args.temperature,
-                       seed=args.seed, chat=args.chat, value=value, watermark=watermark, **options)
+    g = model.generate(args.prompt, max_tokens=args.max_tokens, sampler=sampler, seed=args.seed, chat=args.chat,
+                       watermark=watermark)
     first = None
     for piece in g:
         if first is None:
@@ -83,21 +95,15 @@ def _read_schema(path: str):
         raise PieGpuError(f"generate --schema: {path} is not JSON ({e}). Fix: pass a JSON schema file") from None
 
 
-def _generate_json(model, args, schema, value, options) -> int:
+def _generate_json(model, args, schema, sampler) -> int:
     from .inferlets.json_mode import json_mode
     jm = json_mode(model, schema)
-    if value is not None:
-        from .samplers import from_spec
-        sampler = from_spec(args.sampler, args.temperature, value, **options)
-        options = {}
-    else:
-        sampler = args.sampler
 
     def show(piece: str) -> None:
         sys.stdout.write(piece)
         sys.stdout.flush()
-    jm.generate(args.prompt, max_tokens=args.max_tokens, sampler=sampler, temperature=args.temperature,
-                seed=args.seed, chat=args.chat, on_text=show, **options)
+    jm.generate(args.prompt, max_tokens=args.max_tokens, sampler=sampler, seed=args.seed, chat=args.chat,
+                on_text=show)
     sys.stdout.write("\n")
     s = jm.stats
     print(f"piegpu: JSON, {s.tokens} tokens in {s.decode_s:.2f} s (masks {s.mask_s:.2f} s, {s.new_walks} new grammar "
@@ -166,7 +172,7 @@ def _cmd_compile(args) -> int:
 
 
 def _cmd_info(args) -> int:
-    from .gpu.device import describe_adapters, get_device
+    from .runtime.device import describe_adapters, get_device
     from .paths import cache_dir
     print("adapters:")
     for summary, info in describe_adapters():
@@ -192,6 +198,20 @@ def _cmd_bench(args) -> int:
     return bench_main(args)
 
 
+def _int_at_least(lo: int, below: int | None = None):
+    """An argparse type: an int >= lo (and < below), so a bad count fails at parse time like a non-number."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if v < lo or (below is not None and v >= below):
+            want = f"an int >= {lo}" if below is None else f"an int in [{lo}, {below})"
+            raise argparse.ArgumentTypeError(f"must be {want}, got {v}")
+        return v
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `piegpu`."""
     ap = argparse.ArgumentParser(prog="piegpu", description="GPU runtime for local LLM inference with device epilogues")
@@ -199,11 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="stream a continuation of PROMPT to stdout")
     g.add_argument("prompt")
-    g.add_argument("--max-tokens", type=int, default=128)
+    g.add_argument("--max-tokens", type=_int_at_least(1), default=128)
     g.add_argument("--sampler", default="greedy", choices=list(SAMPLER_NAMES),
                    help="the sampler; its parameter comes from the flag of the same name (e.g. --typical 0.9)")
     g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=_int_at_least(0, 1 << 32), default=0)
     g.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     g.add_argument("--top-k", type=int, default=None)
@@ -223,9 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--watermark-delta", type=float, default=2.0, metavar="D", help="green logit bias (2.0)")
     g.add_argument("--json", action="store_true", help="constrain the output to a JSON object")
     g.add_argument("--schema", default=None, metavar="FILE", help="constrain the output to this JSON schema")
-    g.add_argument("--speculative", type=int, default=None, metavar="K",
+    g.add_argument("--speculative", type=_int_at_least(1), default=None, metavar="K",
                    help="greedy decoding with K prompt-lookup drafts verified per pass")
-    g.add_argument("--ngram", type=int, default=3, help="prompt-lookup n-gram length for --speculative (3)")
+    g.add_argument("--ngram", type=_int_at_least(1), default=3,
+                   help="prompt-lookup n-gram length for --speculative (3)")
     g.set_defaults(func=_cmd_generate)
     c = sub.add_parser("compile", help="print the device code of a traced function FILE.py:FUNC")
     c.add_argument("function", metavar="FILE.py:FUNC")

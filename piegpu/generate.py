@@ -7,11 +7,11 @@ import time
 from dataclasses import dataclass, field
 
 from . import eta
-from .channel import Channel
+from .runtime.channel import Channel
 from .dtypes import dtype
 from .errors import ValidationError
 from .eta import intrinsics
-from .forward import ForwardPass, StateGeometry
+from .runtime.forward import ForwardPass, StateGeometry
 from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 
 PREFILL_CHUNKS = (256, 128, 64, 32, 16, 8, 4, 2, 1)  # few distinct pass shapes, each compiled once
@@ -265,7 +265,7 @@ class Generation:
         loop = seq.decode.get(self.sampler)
         if loop is not None:
             return loop
-        from .channel import channel_capacity
+        from .runtime.channel import channel_capacity
         token_in = Channel([1], dtype.i32).named("token_in")
         token_out = Channel([1], dtype.i32).named("token_out").capacity(channel_capacity())
         states = SamplerStates(self.sampler, self.model.config.vocab_size)

@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
 def gpu():
     """The wgpu device; skips (with the reason) when no adapter exists."""
     from piegpu.errors import DeviceError
-    from piegpu.gpu.device import get_device
+    from piegpu.runtime.device import get_device
     try:
         return get_device()
     except DeviceError as e:

@@ -18,8 +18,8 @@ EMITTERS = {
 # backend -> module with `run(prog, inputs, **options)`
 RUNNERS = {
     "interp": "piegpu.eta.interp_run",
-    "wgsl": "piegpu.gpu.compiled",
-    "spirv": "piegpu.gpu.compiled",
+    "wgsl": "piegpu.runtime.compiled",
+    "spirv": "piegpu.runtime.compiled",
     "stablehlo": "piegpu.stablehlo.run",
 }
 

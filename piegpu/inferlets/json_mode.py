@@ -20,15 +20,15 @@ import time
 from dataclasses import dataclass, field
 
 from .. import eta
-from ..channel import Channel
+from ..runtime.channel import Channel
 from ..dtypes import dtype
 from ..errors import PieGpuError, ValidationError
 from ..eta import intrinsics
-from ..forward import ForwardPass, StateGeometry
+from ..runtime.forward import ForwardPass, StateGeometry
 from ..samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 from .json_grammar import JsonGrammar
 from .json_schema import validate
-from .session import run_sync, session
+from ..runtime.session import run_sync, session
 from .token_mask import TokenMasker, TokenVocabulary, device_allowed
 
 

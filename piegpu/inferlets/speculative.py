@@ -18,12 +18,12 @@ import time
 from dataclasses import dataclass
 
 from .. import eta
-from ..channel import Channel
+from ..runtime.channel import Channel
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta import intrinsics
-from ..forward import ForwardPass, StateGeometry
-from .session import run_sync, session
+from ..runtime.forward import ForwardPass, StateGeometry
+from ..runtime.session import run_sync, session
 
 
 @dataclass

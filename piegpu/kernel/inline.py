@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from ..channel_layout import HEADER_WORDS, RING
 from ..eta.program import const_value
 from ..eta.counter_rng import KEY_SALT, M1, M2, STREAM_SALT
 from . import ir
 from .ir import BOOL, F32, I32, U32, Const, Expr, Let, Var
 
-# A channel buffer: header words [head (cells taken, total), tail (cells put, total),
-# capacity, cell words, 4 reserved], then `capacity` cells. Capacity is read at run
-# time so device code does not depend on it.
-CHANNEL_HEADER_WORDS = 8
-HDR_HEAD, HDR_TAIL, HDR_CAPACITY = 0, 1, 2
+# Channel buffers follow piegpu/channel_layout.py; the ring size is read at run time so
+# device code does not depend on it.
 
 
 class _Scope:
@@ -317,10 +315,10 @@ def channel_cell_base(kb: KernelBuilder, slot: int, which: int, seq: int) -> Exp
         hdr = kb.let(ir.Load(b.name, ir.u32(which), U32), "hdr")
         cap = kb.lookup(("chan-cap", slot))
         if cap is None:
-            cap = kb.let(ir.Load(b.name, ir.u32(HDR_CAPACITY), U32), "cap")
+            cap = kb.let(ir.Load(b.name, ir.u32(RING), U32), "cap")
             kb.remember(("chan-cap", slot), cap)
         cell = ir.Op("rem", (ir.add(hdr, ir.u32(seq)), cap), U32)
-        base = kb.let(ir.add(ir.mul(cell, ir.u32(b.info["cell_words"])), ir.u32(CHANNEL_HEADER_WORDS)), "cell")
+        base = kb.let(ir.add(ir.mul(cell, ir.u32(b.info["cell_words"])), ir.u32(HEADER_WORDS)), "cell")
         kb.remember(key, base)
     finally:
         kb._at = saved

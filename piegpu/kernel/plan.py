@@ -8,7 +8,7 @@ from ..errors import CompileError
 from ..eta.ops import OPS
 from ..eta.program import Program
 from . import ir
-from .inline import CHANNEL_HEADER_WORDS
+from ..channel_layout import HEADER_WORDS
 from .ir import Binding, Kernel
 
 # Ops computed by a kernel template of their own; everything else is inlined.
@@ -143,7 +143,7 @@ def plan(prog: Program, limits: Limits | None = None) -> Plan:
         node = next(n for n in prog.nodes if n.op == "intrinsic" and n.attr["name"] == name)
         p.bindings.append(Binding(f"in_{name}", "intrinsic", node.type.size, {"name": name}))
     for slot, cell in enumerate(prog.channels):
-        p.bindings.append(Binding(f"chan{slot}", "channel", CHANNEL_HEADER_WORDS,
+        p.bindings.append(Binding(f"chan{slot}", "channel", HEADER_WORDS,
                                   {"slot": slot, "cell_words": cell.size}))
 
     stored = set()

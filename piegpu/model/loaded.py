@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..errors import ModelError
 from .config import LlamaConfig
-from .gpu_model import GpuModel, weights_from_gguf, weights_from_tensors
+from .gpu_model import GpuModel
+from .weights import weights_from_gguf, weights_from_tensors
 from .packed import load_packed, save_packed, source_digest
 from .tokenizer import chat_prompt, load_chat_template, load_tokenizer
 
@@ -33,7 +34,7 @@ class Model:
         `window`: passes run_ahead keeps in flight (default 4 on GPUs, 1 on CPU adapters).
         `record_ahead`: record each next pass while the current one runs (default: GPUs only).
         """
-        from ..pipeline import Pipeline
+        from ..runtime.pipeline import Pipeline
         return Pipeline(self, target=target, window=window, record_ahead=record_ahead)
 
     def working_set(self, max_tokens: int | None = None):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..paths import atomic_write
 from .config import LlamaConfig
-from .gpu_model import LayerWeights, ModelWeights
+from .weights import LayerWeights, ModelWeights
 from .gpu_weights import HostMatrix
 
 VERSION = 1

@@ -19,7 +19,12 @@ RNG_STATE = "rng"
 
 @dataclass(frozen=True)
 class Sampler:
-    """A sampler chain: processors -> temperature -> truncations -> Gumbel-max (argmax at temperature 0)."""
+    """A sampler chain: processors -> temperature -> truncations -> Gumbel-max (argmax at temperature 0).
+
+    Off stages (TopK(0), TopP(1), MinP(0), Typical(1), Penalties(1, 0, 0), ...) are dropped:
+    they keep every token, so the chain equals (and compiles like) the chain without them.
+    Temperature 1 scales nothing and temperature 0 is greedy.
+    """
 
     temperature: float = 1.0
     truncations: tuple = ()
@@ -35,6 +40,8 @@ class Sampler:
         for p in self.processors:
             if not isinstance(p, Processor):
                 raise ValidationError(f"Sampler: {p!r} is not a Processor stage (Penalties, Watermark...)")
+        object.__setattr__(self, "truncations", tuple(t for t in self.truncations if not t.off))
+        object.__setattr__(self, "processors", tuple(p for p in self.processors if not p.off))
         mirostats = [i for i, t in enumerate(self.truncations) if isinstance(t, Mirostat)]
         if mirostats and mirostats != [len(self.truncations) - 1]:
             raise ValidationError("Sampler: Mirostat must be the last truncation (it adapts to what is drawn). "
@@ -175,7 +182,7 @@ class SamplerStates:
     """The device channels holding a sampler's states for one decode loop (created once, seeded per run)."""
 
     def __init__(self, sampler: Sampler, vocab: int, label: str = "sampler"):
-        from ..channel import Channel
+        from ..runtime.channel import Channel
         self.sampler = sampler
         self.vocab = vocab
         self.specs = sampler.states(vocab)

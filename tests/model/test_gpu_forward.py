@@ -49,7 +49,7 @@ def test_f16_weights(gpu):
 def test_weights_larger_than_one_binding_are_chunked(gpu):
     # a 2 KiB binding limit splits every matrix into many row chunks
     model, ref = tiny_model(tiny_config(), seed=5, max_binding=2048)
-    assert all(len(L["gate_up"].chunks) > 1 for L in model.gpu.layers)
+    assert all(len(L.gate_up.chunks) > 1 for L in model.gpu.layers)
     assert len(model.gpu.embed.chunks) > 1
     run_parity(model, ref, [9, 8, 7, 6], steps=3, tol=5e-5)
 
@@ -159,7 +159,8 @@ def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
     import gguf
     from gguf.quants import dequantize as gq_dequantize, quantize
     from piegpu.model.gguf_convert import RawTensor
-    from piegpu.model.gpu_model import GpuModel, weights_from_gguf
+    from piegpu.model.gpu_model import GpuModel
+    from piegpu.model.weights import weights_from_gguf
     from piegpu.model.reference import ReferenceModel
     from tests.helpers import random_tensors
     cfg = tiny_config(hidden=64, inter=96, heads=2, kv_heads=1, vocab=128)

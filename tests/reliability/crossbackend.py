@@ -23,7 +23,7 @@ def available_backends(wanted=ALL_BACKENDS) -> dict:
     for b in wanted:
         try:
             if b in ("wgsl", "spirv"):
-                from piegpu.gpu.device import get_device
+                from piegpu.runtime.device import get_device
                 get_device()
             elif b == "stablehlo":
                 from piegpu.stablehlo.run import _client

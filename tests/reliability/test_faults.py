@@ -79,7 +79,7 @@ def test_epilogue_that_fails_to_compile_mid_session_leaves_the_pipeline_usable(t
     with pytest.raises(CompileError, match="too_big.*binding limit"):
         run(pipe.submit(bad))
     assert (ws.length, token_in.count, token_out.count) == (length, *cells)  # nothing was submitted
-    assert not side._used and side._poison is None and token_in._poison is None
+    assert not side.used and side.poisoned is None and token_in.poisoned is None
 
     # The original loop continues exactly, and a new, valid epilogue compiles and runs.
     assert run(pipe.run_ahead(fwd, 6, on_token)) == 6
@@ -144,6 +144,6 @@ def test_rewound_staging_buffers_are_reused_not_leaked(tiny):
             left[0] -= 1
             return left[0] > 0
         run(pipe.run_ahead(fwd, 8, on_token))
-    assert len(out._staging_pool) <= pipe.window + 1
+    assert out.pooled_staging <= pipe.window + 1
     assert ws.length == 3 + 30 * 2
     np.testing.assert_equal(out.count, 0)

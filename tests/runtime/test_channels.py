@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from piegpu import Channel, ChannelError, ChannelFull, ValidationError, dtype
-from piegpu.channel import HISTORY
+from piegpu.runtime.channel import HISTORY
 
 
 def run(coro):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .channel import Channel
-from .dtypes import dtype
-from .errors import ValidationError
+from ..dtypes import dtype
+from ..errors import ValidationError
 
 
 class StateGeometry:
@@ -41,7 +41,7 @@ class StateGeometry:
         if self.kind != "accepting":
             raise ValidationError(f"keep(n) is only for StateGeometry.accepting() passes, not {self!r}. "
                                   "Fix: fwd.state([ws], StateGeometry.accepting()) for passes that keep a count")
-        from . import eta
+        from .. import eta
         t = eta.api.to_tensor(n, None, "keep")
         if t.dtype not in (dtype.i32, dtype.u32) or t.size != 1:
             raise ValidationError(f"keep(n): n must be one i32/u32 value, got {t.type!r}. "
@@ -127,9 +127,9 @@ class ForwardPass:
         if len(self.working_sets) != 1 or self.indptr.shape[0] != 2:
             raise ValidationError("passes over several sequences (indptr with more than 2 offsets) are not supported "
                                   "yet. Fix: one ForwardPass per working set")
-        cell = self.indptr._cells.get(self.indptr._head)
-        if cell is not None and cell.kind == "host":
-            offsets = np.asarray(cell.value).astype(np.int64).tolist()
+        value = self.indptr.host_value()
+        if value is not None:
+            offsets = np.asarray(value).astype(np.int64).tolist()
             if offsets != [0, T]:
                 raise ValidationError(f"indptr {offsets} does not describe the {T} embedded tokens of one sequence. "
                                       f"Fix: Channel.from_([0, {T}], dtype.u32)")

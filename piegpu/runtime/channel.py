@@ -1,8 +1,6 @@
 """Typed channels: bounded FIFO rings of cells in a GPU storage buffer.
 
-Device layout (32-bit words): header [head, tail, ring size, cell words, 4 reserved]
-then `ring size` cells. head/tail count cells taken/put since creation; a cell lives
-at (index % ring size). The ring is `capacity + HISTORY` cells: the extra cells keep
+The buffer layout is piegpu/channel_layout.py's. The ring is `capacity + HISTORY` cells: the extra cells keep
 the values of passes still in flight, so when decoding stops early the pipeline can
 rewind every channel to the state the host accepted by rewriting two header words.
 
@@ -10,33 +8,31 @@ The host keeps an exact mirror of head/tail as they will be once every submitted
 pass has run (passes put and take fixed cell counts), so it checks capacity without
 reading anything back, and knows for every cell who produced it: a host put (value
 known) or a pass (value copied to a mappable staging buffer when the host may take it).
+The pipeline changes that mirror only through the methods of the "pipeline interface"
+section (commit, why_blocked, snapshot/rewind); nothing outside this module touches a
+channel's underscored fields.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 
-from .dtypes import DType, dtype as _dtypes
-from .errors import ChannelError, ChannelFull, ValidationError
-from .eta import tracer
-from .eta.ops import TType, check_shape
+from .. import channel_layout as layout
+from ..dtypes import DType, dtype as _dtypes
+from ..errors import ChannelError, ChannelFull, ValidationError
+from ..eta import tracer
+from ..eta.ops import TType, check_shape
+from .cells import Cell, coerce, from_words, reusable, to_words
+from .device import lost_device_error
 
-HEADER_WORDS = 8
 HISTORY = 16  # ring cells beyond the capacity: room for passes in flight to be rewound
-
-
-@dataclass
-class _Cell:
-    """Where a queued cell's value comes from."""
-
-    kind: str  # "host" (value known), "staged" (copied by its pass), "device" (stays on the device)
-    value: object = None  # numpy array for host cells
-    staging: object = None  # mappable buffer for staged cells
-    pass_id: int = -1
-    mapping: object = None  # the map request of an interrupted read, still in flight
+WINDOW = 4  # passes in flight during run_ahead on a GPU
+# lavapipe (CPU adapters) runs one submission at a time and a second queued submission
+# slowed decoding by 15-30% in every measurement here (window 1: 44-49 ms/token, 2 or 4:
+# 53-63 ms/token), so run_ahead keeps one pass in flight there by default.
+CPU_WINDOW = 1
 
 
 class Channel:
@@ -122,7 +118,7 @@ class Channel:
         import wgpu
         if self._buffer is None:
             self._device = device
-            words = HEADER_WORDS + self.ring * self.cell_words
+            words = layout.HEADER_WORDS + self.ring * self.cell_words
             self._buffer = device.create_buffer(size=words * 4, label=f"channel{self._label()}",
                                                 usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
                                                 | wgpu.BufferUsage.COPY_SRC)
@@ -136,19 +132,16 @@ class Channel:
         return self._buffer
 
     def _write_header(self) -> None:
-        hdr = np.array([self._head & 0xFFFFFFFF, self._tail & 0xFFFFFFFF, self.ring, self.cell_words, 0, 0, 0, 0],
-                       np.uint32)
-        self._write(0, hdr.tobytes())
+        self._write(0, layout.header(self._head, self._tail, self.ring, self.cell_words).tobytes())
 
     def _write_cell(self, idx: int, arr: np.ndarray) -> None:
-        words = _to_words(arr, self.dtype)
+        words = to_words(arr, self.dtype)
         self._write(self.cell_offset(idx), words.tobytes())
 
     def _write(self, offset: int, data: bytes) -> None:
         try:
             self._device.queue.write_buffer(self._buffer, offset, data)
         except Exception as e:
-            from .gpu.device import lost_device_error
             lost = lost_device_error(e, f"writing Channel{self._label()}")
             if lost is not None:
                 raise lost from e
@@ -156,30 +149,7 @@ class Channel:
 
     def cell_offset(self, idx: int) -> int:
         """Byte offset of absolute cell `idx` in the device buffer."""
-        return (HEADER_WORDS + (idx % self.ring) * self.cell_words) * 4
-
-    # ---- values -------------------------------------------------------------------------------
-    def _coerce(self, values) -> np.ndarray:
-        arr = np.asarray(values)
-        if arr.shape != self.shape:
-            raise ValidationError(f"Channel{self._label()}.put: value shape {list(arr.shape)} does not match the cell "
-                                  f"shape {list(self.shape)}. Fix: put arrays of shape {list(self.shape)}")
-        if self.dtype == _dtypes.bool:
-            if arr.dtype != np.bool_:
-                raise ValidationError(f"Channel{self._label()}.put: bool channel got {arr.dtype} values. "
-                                      "Fix: put numpy bool arrays (e.g. np.asarray(values) != 0)")
-            return arr.copy()
-        if arr.dtype == np.bool_ or (np.issubdtype(arr.dtype, np.floating) and not self.dtype.is_float):
-            raise ValidationError(f"Channel{self._label()}.put: {arr.dtype} values for a {self.dtype.name} channel. "
-                                  f"Fix: put {self.dtype.name} values")
-        if self.dtype.is_int:
-            a64 = arr.astype(np.int64)
-            lo, hi = (-(1 << 31), (1 << 31) - 1) if self.dtype == _dtypes.i32 else (0, (1 << 32) - 1)
-            if a64.size and (a64.min() < lo or a64.max() > hi):
-                raise ValidationError(f"Channel{self._label()}.put: values {a64.min()}..{a64.max()} do not fit "
-                                      f"{self.dtype.name} (range {lo}..{hi}). Fix: put values in range, or use a "
-                                      "channel of another dtype")
-        return arr.astype(self.dtype.np)
+        return layout.cell_word(idx, self.ring, self.cell_words) * 4
 
     # ---- inside traced epilogues and on the host ------------------------------------------------
     def take(self):
@@ -210,13 +180,13 @@ class Channel:
             return self._trace_put(b, values)
         if self._poison is not None:
             raise self.poisoned_error() from self._poison
-        arr = self._coerce(values)
+        arr = coerce(values, self.shape, self.dtype, self._label())
         if self.count >= self._capacity:
             raise ChannelFull(f"Channel{self._label()} is full ({self.count}/{self._capacity} cells). Fix: take cells "
                               "first, or create it with a larger .capacity(n)")
         idx = self._tail
         self._tail += 1
-        self._cells[idx] = _Cell("host", arr)
+        self._cells[idx] = Cell("host", arr)
         if self._buffer is not None:
             self._write_cell(idx, arr)
             self._write_header()
@@ -240,7 +210,7 @@ class Channel:
                                   f"{self.dtype.name}. Fix: cast(x, dtype.{self.dtype.name})")
         if v.shape != self.shape:
             if prod(v.shape or (1,)) == prod(self.shape or (1,)):
-                from .eta.api import reshape
+                from ..eta.api import reshape
                 v = reshape(v, list(self.shape))
             else:
                 raise ValidationError(f"Channel{self._label()}.put: tensor {v.type!r} does not fit cells of shape "
@@ -286,10 +256,10 @@ class Channel:
                     self._write_header()
             raise
         if not consume:  # a read keeps the cell: remember its value, the staging buffer is released
-            self._cells[idx] = _Cell("host", value, pass_id=cell.pass_id)
+            self._cells[idx] = Cell("host", value, pass_id=cell.pass_id)
         return value
 
-    async def _read_staged(self, cell: _Cell) -> np.ndarray:
+    async def _read_staged(self, cell: Cell) -> np.ndarray:
         buf = cell.staging
         try:
             if cell.mapping is None:
@@ -310,7 +280,7 @@ class Channel:
         self._staging_pool.append(buf)
         if self._poison is not None:
             raise self.poisoned_error() from self._poison
-        return _from_words(words[: self.cell_words], self.dtype, self.shape)
+        return from_words(words[: self.cell_words], self.dtype, self.shape)
 
     def clear(self) -> None:
         """Drop every queued cell (host side; only while no pass that uses the channel is in flight)."""
@@ -323,7 +293,7 @@ class Channel:
             self._write_header()
 
     # ---- pipeline interface ---------------------------------------------------------------------
-    def _recycle(self, c: _Cell) -> None:
+    def _recycle(self, c: Cell) -> None:
         """Return a dropped cell's staging buffer to the pool (not one with a map request in flight)."""
         if c.kind == "staged" and c.staging is not None and c.mapping is None:
             self._staging_pool.append(c.staging)
@@ -337,6 +307,92 @@ class Channel:
                 return buf
         return self._device.create_buffer(size=self.cell_words * 4, label=f"staging{self._label()}",
                                           usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+
+    @property
+    def buffer(self):
+        """The device buffer (None until the channel is first used by a pass)."""
+        return self._buffer
+
+    @property
+    def used(self) -> bool:
+        """True once a prepared pass uses the channel (its capacity is then fixed)."""
+        return self._used
+
+    @property
+    def poisoned(self) -> BaseException | None:
+        """The failure that poisoned the channel, or None."""
+        return self._poison
+
+    @property
+    def consumed_on_device(self) -> bool:
+        """True when a pass takes this channel's cells (the host then never takes them)."""
+        return self._device_consumer
+
+    @property
+    def last_pass(self) -> int:
+        """The id of the last submitted pass that used the channel (0: none)."""
+        return self._last_pass
+
+    @property
+    def pooled_staging(self) -> int:
+        """Mappable staging buffers kept for reuse."""
+        return len(self._staging_pool)
+
+    def attach(self, device, device_takes: bool) -> None:
+        """A prepared pass uses the channel on `device`; `device_takes`: that pass takes its cells."""
+        if device_takes:
+            self._device_consumer = True
+        self._used = True
+        self.ensure(device)
+
+    def host_value(self):
+        """The oldest cell's value when the host put it (a numpy array), else None."""
+        cell = self._cells.get(self._head)
+        return cell.value if cell is not None and cell.kind == "host" else None
+
+    def why_blocked(self, takes: int, puts: int, own: int = 0) -> str | None:
+        """Why a pass taking `takes` and putting `puts` cells cannot be submitted now (None: it can).
+
+        `own` cells are put and taken by the same pass (they need no queued cell).
+        Raises the poisoned error if a failed pass poisoned the channel.
+        """
+        if self._poison is not None:
+            raise self.poisoned_error() from self._poison
+        if self.count + own < takes:
+            return f"Channel{self._label()} holds {self.count} cells but the pass takes {takes}"
+        if self.count - takes + puts > self._capacity:
+            return f"Channel{self._label()} would overflow its capacity {self._capacity}"
+        return None
+
+    def commit(self, pass_id: int, takes: int, puts: int, encoder) -> int:
+        """Enter a submitted pass in the host mirror: its puts queue, its takes are consumed.
+
+        Cells the host may take are copied into pooled mappable buffers by `encoder`
+        (recorded into the same submit); returns the bytes staged that way.
+        """
+        staged = 0
+        for seq in range(puts):
+            idx = self._tail + seq
+            if self._device_consumer:
+                self._cells[idx] = Cell("device", pass_id=pass_id)
+            else:
+                st = self.staging_buffer()
+                encoder.copy_buffer_to_buffer(self._buffer, self.cell_offset(idx), st, 0, self.cell_words * 4)
+                staged += self.cell_words * 4
+                self._cells[idx] = Cell("staged", staging=st, pass_id=pass_id)
+        self._tail += puts
+        for _ in range(takes):
+            self._cells.pop(self._head, None)
+            self._head += 1
+        return staged
+
+    def submitted(self, pass_id: int) -> None:
+        """Note that pass `pass_id`, which uses this channel, is now on the device."""
+        self._last_pass = pass_id
+
+    def holds_output_of(self, pass_id: int) -> bool:
+        """True while a cell put by pass `pass_id` is still queued."""
+        return any(c.pass_id == pass_id for c in self._cells.values())
 
     def poisoned_error(self) -> ChannelError:
         """The error a use of this poisoned channel raises (it carries the cause and the fix)."""
@@ -380,35 +436,6 @@ class Channel:
             self._write_header()
 
 
-def reusable(buf) -> bool:
-    """Whether a pooled mappable buffer can be a copy target again (unmapped now; unmaps a mapped one).
-
-    A map request interrupted by Ctrl-C or a cancellation can leave a buffer mapped or
-    pending; submitting a copy into it would be a validation error that wgpu-native turns
-    into an abort. Such a buffer is dropped (it is freed when collected).
-    """
-    state = str(getattr(buf, "map_state", "unmapped"))
-    if state == "mapped":
-        try:
-            buf.unmap()
-            return True
-        except Exception:
-            return False
-    return state == "unmapped"
-
-
-def _to_words(arr: np.ndarray, dt: DType) -> np.ndarray:
-    a = np.ascontiguousarray(arr, dtype=dt.np).reshape(-1)
-    return a.astype(np.uint32) if dt == _dtypes.bool else a.view(np.uint32)
-
-
-def _from_words(words: np.ndarray, dt: DType, shape: tuple) -> np.ndarray:
-    if dt == _dtypes.bool:
-        return (words != 0).reshape(shape)
-    return words.view(dt.np).reshape(shape).copy()
-
-
 def channel_capacity() -> int:
     """The capacity that lets run_ahead keep its full window of passes in flight."""
-    from .pipeline import WINDOW
     return WINDOW + 1

@@ -11,25 +11,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import signal
-import threading
 import weakref
-from contextlib import contextmanager
 from collections import deque
 from dataclasses import dataclass, field
 
-
-from .channel import Channel
-from .errors import ChannelError, CompileError, DeviceError, ValidationError
-from .eta import intrinsics as _intrinsics
-from .eta.tracer import trace
+from ..errors import ChannelError, CompileError, ValidationError
+from ..eta import intrinsics as _intrinsics
+from ..eta.tracer import trace
+from .cells import reusable
+from .channel import CPU_WINDOW, WINDOW, Channel
+from .compiled import compile_program
+from .device import lost_device_error
 from .forward import ForwardPass
-
-WINDOW = 4  # passes in flight during run_ahead on a GPU
-# lavapipe (CPU adapters) runs one submission at a time and a second queued submission
-# slowed decoding by 15-30% in every measurement here (window 1: 44-49 ms/token, 2 or 4:
-# 53-63 ms/token), so run_ahead keeps one pass in flight there by default.
-CPU_WINDOW = 1
+from .interrupts import deferred_interrupts
 # Recording the next pass's command buffer while the current one runs hides ~1 ms of host
 # encoding per pass on a GPU. On lavapipe the host shares the cores with the "device", and
 # it measured 4 ms/token slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
@@ -120,7 +114,6 @@ class Pipeline:
         pp = self._prepared.get(fwd)
         if pp is not None:
             return pp
-        from .gpu.compiled import compile_program
         fwd.validate()
         T = fwd.token_count()
         first, rows = fwd.resolved_readout()
@@ -145,12 +138,8 @@ class Pipeline:
             if puts != 1:
                 raise ValidationError(f"geometry.keep(n) is called {puts} times in one epilogue. Fix: call it once")
             counts[slot] = (takes + 1, puts)  # the advance kernel takes the count after the epilogue
-            keep._device_consumer = True
         for slot, (takes, _) in counts.items():
-            if takes:
-                channels[slot]._device_consumer = True
-            channels[slot]._used = True
-            channels[slot].ensure(self.device)
+            channels[slot].attach(self.device, device_takes=takes > 0)
         pp = _Prepared(prog, compiled, channels, counts, T, (first, rows), weakref.ref(fwd.working_sets[0]),
                        fwd.tokens, keep)
         self._prepared[fwd] = pp
@@ -183,18 +172,14 @@ class Pipeline:
         """Why the pass cannot be submitted now (None if it can)."""
         for slot, (takes, puts) in pp.counts.items():
             ch = pp.channels[slot]
-            if ch._poison is not None:
-                raise ch.poisoned_error() from ch._poison
             own = 1 if ch is pp.keep else 0  # the keep count is put and taken in the same pass
-            if ch.count + own < takes:
-                return f"Channel{ch._label()} holds {ch.count} cells but the pass takes {takes}"
-            if ch.count - takes + puts > ch._capacity:
-                return f"Channel{ch._label()} would overflow its capacity {ch._capacity}"
+            why = ch.why_blocked(takes, puts, own)
+            if why is not None:
+                return why
         return None
 
     def _fence(self):
         import wgpu
-        from .channel import reusable
         while self._fences:
             fence = self._fences.pop()
             if reusable(fence):
@@ -215,7 +200,7 @@ class Pipeline:
             logits, n = self.gpu.encode(cpass, pp.ws(), pp.T, tokens, pp.readout)
             n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
             keep = pp.keep
-            n += self.gpu.encode_advance(cpass, pp.ws(), pp.T, keep._buffer if keep is not None else None)
+            n += self.gpu.encode_advance(cpass, pp.ws(), pp.T, keep.buffer if keep is not None else None)
             cpass.end()
             return enc.finish(), n
         except Exception as e:
@@ -244,20 +229,7 @@ class Pipeline:
             raise lost_device_error(e, "encoding a pass") or e
         # Host mirror: consume taken cells, then register the cells this pass puts.
         for slot, (takes, puts) in pp.counts.items():
-            ch = pp.channels[slot]
-            for seq in range(puts):
-                idx = ch._tail + seq
-                if ch._device_consumer:
-                    ch._cells[idx] = _cell("device", pid)
-                else:
-                    st = ch.staging_buffer()
-                    enc.copy_buffer_to_buffer(ch._buffer, ch.cell_offset(idx), st, 0, ch.cell_words * 4)
-                    self.stats.staged_bytes += ch.cell_words * 4
-                    ch._cells[idx] = _cell("staged", pid, st)
-            ch._tail += puts
-            for _ in range(takes):
-                ch._cells.pop(ch._head, None)
-                ch._head += 1
+            self.stats.staged_bytes += pp.channels[slot].commit(pid, takes, puts, enc)
         fence = self._fence()
         enc.copy_buffer_to_buffer(ws.state, 0, fence, 0, 16)
         try:
@@ -270,9 +242,9 @@ class Pipeline:
                 raise err from e
             raise
         ws.length += pp.T
-        ws._last_pass = pid  # a later rewind must not undo what this pass built on
+        ws.last_pass = pid  # a later rewind must not undo what this pass built on
         for ch in pp.channels:
-            ch._last_pass = pid
+            ch.submitted(pid)
         pp.submits += 1
         self.stats.passes += 1
         self.stats.submits += 1
@@ -385,10 +357,11 @@ class Pipeline:
     @staticmethod
     def _unseen(pp: _Prepared, rec: _Record) -> bool:
         """True when the pass of `rec` put cells for the host and the host has taken none of them."""
-        staged = [ch for slot, (_, puts) in pp.counts.items() if puts and not (ch := pp.channels[slot])._device_consumer]
+        staged = [ch for slot, (_, puts) in pp.counts.items()
+                  if puts and not (ch := pp.channels[slot]).consumed_on_device]
         if not staged:
             return False
-        return all(any(c.pass_id == rec.pass_id for c in ch._cells.values()) for ch in staged)
+        return all(ch.holds_output_of(rec.pass_id) for ch in staged)
 
     def _settle(self) -> None:
         """Rewind the passes of any run_ahead abandoned before it could rewind them itself (Ctrl-C)."""
@@ -402,7 +375,7 @@ class Pipeline:
         last = token.inflight[-1].pass_id
         pp = token.pp
         ws = token.inflight[0].snapshot["ws"][0]
-        if any(getattr(o, "_last_pass", 0) > last for o in [*pp.channels, ws]):
+        if any(o.last_pass > last for o in [*pp.channels, ws]):
             # Later passes already built on these passes' effects; undoing them now would
             # corrupt those. Fail loudly instead of silently.
             err = ChannelError("a run_ahead was abandoned (its event loop stopped) with passes in flight, and later "
@@ -440,40 +413,3 @@ class Pipeline:
         discarded.clear()
 
 
-@contextmanager
-def deferred_interrupts():
-    """Hold Ctrl-C (SIGINT) until the block ends, then deliver it as the previous handler would.
-
-    A KeyboardInterrupt can otherwise land between any two bytecodes, e.g. after a pass's
-    cells are entered in the host mirror but before the pass is submitted. Only the main
-    thread receives signals, so elsewhere this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
-    except (ValueError, OSError, TypeError):  # no signal handling here (an embedding host)
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            if callable(previous):
-                previous(signal.SIGINT, caught[0])
-            elif previous != signal.SIG_IGN:
-                raise KeyboardInterrupt
-
-
-def lost_device_error(e: BaseException, doing: str) -> DeviceError | None:
-    """A DeviceError for `e` if it says the device is lost (else None)."""
-    from .gpu.device import lost_device_error as lost
-    return lost(e, doing)
-
-
-def _cell(kind: str, pid: int, staging=None):
-    from .channel import _Cell
-    return _Cell(kind, staging=staging, pass_id=pid)

@@ -1,1 +1,0 @@
-"""The wgpu device layer: adapter choice, compiled programs, buffers."""

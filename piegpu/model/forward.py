@@ -1,0 +1,49 @@
+"""The transformer forward pass, step by step (read it like llama2.c's forward()).
+
+One pass of T tokens: embed (token ids read from a channel on the device); per layer:
+attention norm -> QKV -> RoPE + KV write -> attention -> output projection + residual
+-> FFN norm -> gate/up -> SwiGLU -> down projection + residual; final norm; logits of
+the readout rows. Decode (T = 1) folds each RMSNorm into the matvec that reads it
+(5 dispatches per layer); prefill normalizes in a dispatch of its own, because its
+matvecs read x in token groups.
+"""
+
+from __future__ import annotations
+
+from .kernels import Kernels
+
+
+def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
+    """Record one forward pass: weights `w` (a GpuModel), working set `ws`, scratch buffers `s`.
+
+    `tokens` is the channel buffer holding the pass's token ids; the logits of token
+    rows [first, first + rows) land in s.logits.
+    """
+    decode = k.decode
+    rope = w.rope_table(ws.max_tokens)
+    k.embed(w.embed, tokens, out=s.h)
+    for i, layer in enumerate(w.layers):
+        # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h)))))
+        if decode:
+            x, norm = s.h, layer.input_norm  # the decode matvec normalizes as it reads
+        else:
+            k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
+            x, norm = s.hn, None
+        k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope,
+                      key=(i, "qkv"))
+        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"))
+        k.matvec_residual(layer.o, s.o, residual=s.h, key=(i, "o"))
+        # feed-forward block: h += down(silu(gate(x)) * up(x)), x = rmsnorm(h)
+        if decode:
+            x, norm = s.h, layer.post_norm
+        else:
+            k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
+            x, norm = s.hn, None
+        k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
+        k.matvec_residual(layer.down, s.act, residual=s.h, key=(i, "down"))
+    # final norm + logits of the readout rows
+    if decode:
+        k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=1, key=("lm",))
+    else:
+        k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows))
+        k.logits(w.lm_head, s.hn, None, out=s.logits, rows=rows, key=("lm", first, rows))

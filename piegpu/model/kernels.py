@@ -1,0 +1,154 @@
+"""Typed wrappers of the forward pass's shaders: each call records one step with named buffers.
+
+The binding numbers of shaders/*.wgsl appear only in this module, each next to the
+call that feeds its shader; model/forward.py reads as named steps on top of these.
+
+A matvec is matvec_decode.wgsl (one token: x read through a uniform binding with the
+RMSNorm folded in) or matvec_prefill.wgsl (token groups, x already normalized), each
+composed with a weight FORMAT snippet (shaders/formats/) and an EPILOGUE snippet
+(shaders/epilogues/) whose buffers sit at bindings 3 and up.
+"""
+
+from __future__ import annotations
+
+from math import ceil, sqrt
+
+from .. import channel_layout
+from ..errors import ValidationError
+from ..runtime.dispatch import Recorder
+from .gpu_weights import GpuMatrix
+
+PREFILL_TB = 16  # tokens per weight-block decode in prefill (4: 31, 8: 36, 16: 39 tokens/s at 128 tokens on lavapipe)
+
+
+class Kernels:
+    """Records the dispatches of one forward pass of T tokens into a Recorder."""
+
+    def __init__(self, gpu, rec: Recorder, T: int, scope: tuple):
+        self.gpu, self.rec, self.T = gpu, rec, T
+        self.config = gpu.config
+        self.decode = T == 1
+        self.scope = scope  # prefix of every bind-group key: what the pass's buffers depend on
+
+    # ---- the steps ------------------------------------------------------------------------
+    def embed(self, table: GpuMatrix, tokens, out) -> None:
+        """out[t] = table[tokens[t]] for the T token ids of the tokens channel's oldest cell."""
+        c = self.config
+        for buf, row0, nrows in table.chunks:
+            params = {"NB": c.hidden_size // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size,
+                      **channel_layout.shader_params()}
+            k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{table.fmt}"})
+            self.rec.dispatch(k, {0: buf, 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
+                              "embed", self.scope + ("embed", row0, tokens))
+
+    def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple) -> None:
+        """out[t] = rmsnorm(x[first + t]) * weight for `tokens` rows."""
+        c = self.config
+        k = self.gpu.lib.kernel("rmsnorm", {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps)})
+        self.rec.dispatch(k, {0: x, 1: weight, 2: out, 3: self.gpu.params(tokens, first)}, (ceil(tokens / 64), 1, 1),
+                          "rmsnorm", self.scope + key)
+
+    def qkv_rope_kv(self, w: GpuMatrix, x, norm, *, q, keys, values, state, rope, key: tuple) -> None:
+        """[q | k | v] = W x; RoPE on q and k; k and v written to the KV cache at the sequence's positions."""
+        c = self.config
+        qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+        self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim},
+                     {3: q, 4: keys, 5: values, 6: state, 7: rope}, key, splits=(qr, kr))
+
+    def attention(self, q, keys, values, state, out, key: tuple) -> None:
+        """out = softmax(q k^T / sqrt(d)) v per head over the cached positions (causal, GQA)."""
+        c = self.config
+        params = {"WG": self.attention_wg(), "HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim,
+                  "KR": c.num_key_value_heads * c.head_dim,
+                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim)}
+        k = self.gpu.lib.kernel("attention", params)
+        self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out}, (c.num_attention_heads, self.T, 1),
+                          "attention", self.scope + key)
+
+    def matvec_residual(self, w: GpuMatrix, x, residual, key: tuple) -> None:
+        """residual += W x."""
+        self._matvec(w, x, self.T, None, "residual", {"OUT_STRIDE": self.config.hidden_size}, {3: residual}, key)
+
+    def gate_up_swiglu(self, w: GpuMatrix, x, norm, out, key: tuple) -> None:
+        """out = silu(gate x) * (up x), gate and up rows interleaved in one matrix."""
+        self._matvec(w, x, self.T, norm, "swiglu", {"OUT_STRIDE": self.config.intermediate_size}, {3: out}, key)
+
+    def logits(self, w: GpuMatrix, x, norm, out, rows: int, key: tuple) -> None:
+        """out[r] = W x[r] for the readout rows."""
+        self._matvec(w, x, rows, norm, "store", {"OUT_STRIDE": self.config.vocab_size}, {3: out}, key)
+
+    def advance(self, state, keep=None) -> None:
+        """state[0] += T after the pass, or += min(count, T) taken from the `keep` channel."""
+        if keep is None:
+            k = self.gpu.lib.kernel("advance", {})
+            self.rec.dispatch(k, {0: state, 1: self.gpu.params(self.T)}, (1, 1, 1), "advance", self.scope + ("adv",))
+        else:
+            k = self.gpu.lib.kernel("advance_accept", {"N": self.T, **channel_layout.shader_params()})
+            self.rec.dispatch(k, {0: state, 1: keep}, (1, 1, 1), "advance_accept", self.scope + ("adv-keep", keep))
+
+    # ---- matvec plumbing --------------------------------------------------------------------
+    def _matvec(self, m: GpuMatrix, x, tokens: int, norm, epilogue: str, ep_params: dict, ep_bufs: dict,
+                key: tuple, splits: tuple = ()) -> None:
+        """y = W x (+ epilogue) for `tokens` rows of x, over every row chunk of W.
+
+        One token reads x through a uniform binding with the norm folded in; several
+        tokens are split into groups whose x fits one uniform binding, x already normalized.
+        """
+        gpu = self.gpu
+        decode = tokens == 1
+        if not decode and norm is not None:
+            raise ValidationError("internal: prefill matvecs take normalized x")
+        row_bytes = m.cols * 4
+        if decode:
+            groups, per = [(0, 1)], 1
+        else:
+            per = gpu.max_uniform // row_bytes
+            per = per if per < PREFILL_TB else per - per % PREFILL_TB
+            align = gpu.dev.limits.get("min-uniform-buffer-offset-alignment", 256)
+            while per > 1 and (per * row_bytes) % align:  # group offsets must be aligned bindings
+                per -= 1
+            groups = [(t0, min(per, tokens - t0)) for t0 in range(0, tokens, per)]
+        snippets = {"FORMAT": f"formats/{m.fmt}", "EPILOGUE": f"epilogues/{epilogue}"}
+        role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
+        for buf, row0, nrows in m.chunks:
+            R, wg = self.rows_per_invocation(nrows, *splits, decode=decode)
+            for t0, tn in groups:
+                params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
+                window = tn if decode else per  # prefill binds a whole group's window (see Scratch)
+                bufs = {0: buf, 1: (x, t0 * row_bytes, window * row_bytes), **ep_bufs}
+                if decode:
+                    name = "matvec_decode"
+                    params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps))
+                    bufs[2] = (norm if norm is not None else gpu.zeros(m.cols), 0, row_bytes)  # unused without NORM
+                else:
+                    name = "matvec_prefill"
+                    full = min(PREFILL_TB, per)  # two block sizes, so a short group does not compute 16 token slots
+                    params.update(TB=full if tn >= full else min(4, full), XV4=per * m.cols // 4)
+                    bufs[2] = gpu.params(tn, t0)
+                k = gpu.lib.kernel(name, params, snippets)
+                self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0))
+
+    def rows_per_invocation(self, rows: int, *multiples: int, decode: bool = False) -> tuple:
+        """(R, WG) for a matvec of `rows` rows: enough workgroups to fill the cores, R dividing the splits.
+
+        Decode on a CPU adapter takes up to 32 rows per invocation while that still leaves 6
+        or more workgroups: on lavapipe, where more independent weight loads are in flight
+        per lane, 16 rows were 10-15% faster than 8 on gate/up and the logits, and 32 rows
+        another 18% on the logits (49152 rows) and ~3% on gate/up.
+        """
+        wg = 32 if rows >= 8 * 32 * 16 else 16
+        wide = tuple(R for R in (32, 16) if decode and self.gpu.dev.is_cpu and rows // (R * wg) >= 6)
+        for R in wide + (8, 4, 2):
+            if all(m % R == 0 for m in multiples + (rows,)):
+                break
+        else:
+            R = 2
+        return R, wg
+
+    def attention_wg(self) -> int:
+        """Threads per (head, token) in attention: few on CPU adapters (barriers are dear), more on GPUs."""
+        want = 16 if self.gpu.dev.is_cpu else 64
+        shared = self.gpu.dev.limits.get("max-compute-workgroup-storage-size", 16384)
+        while want > 4 and want * (self.config.head_dim + 2) * 4 > shared:
+            want //= 2
+        return want

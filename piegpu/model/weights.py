@@ -1,0 +1,109 @@
+"""A model's weights in GPU layouts (host side): fused QKV and gate/up rows, RoPE pair order.
+
+Built from HF-named float tensors or straight from GGUF blocks; uploaded by
+model/gpu_model.py, cached on disk by model/packed.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError
+from .config import LlamaConfig
+from .gpu_weights import HostMatrix, interleave_rows, pack_dense, pack_ggml, stack_rows
+
+
+@dataclass
+class LayerWeights:
+    """One decoder layer in GPU layouts (host side)."""
+
+    qkv: HostMatrix  # rows [q | k | v]; q and k rows in adjacent-pair (llama.cpp) order
+    o: HostMatrix
+    gate_up: HostMatrix  # rows interleaved gate0, up0, gate1, up1, ...
+    down: HostMatrix
+    input_norm: np.ndarray
+    post_norm: np.ndarray
+
+
+@dataclass
+class ModelWeights:
+    """All weights of a model in GPU layouts (host side), ready to upload."""
+
+    config: LlamaConfig
+    embed: HostMatrix
+    layers: list
+    final_norm: np.ndarray
+    lm_head: HostMatrix | None  # None: tied to embed
+
+
+def pair_order(rows: int, head_dim: int) -> np.ndarray:
+    """Row order putting rotate-half partners (i, i + hd/2) of every head next to each other."""
+    half = head_dim // 2
+    heads = rows // head_dim
+    i = np.arange(half)
+    within = np.stack([i, i + half], axis=1).reshape(-1)
+    return (np.arange(heads)[:, None] * head_dim + within[None, :]).reshape(-1)
+
+
+def _check_config(c: LlamaConfig) -> None:
+    for name, v in (("hidden_size", c.hidden_size), ("intermediate_size", c.intermediate_size)):
+        if v % 32:
+            raise ModelError(f"config {name}={v} is not a multiple of 32. Fix: piegpu's GPU path needs "
+                             "hidden_size and intermediate_size to be multiples of 32")
+    if c.head_dim % 4:
+        raise ModelError(f"config head_dim={c.head_dim} is not a multiple of 4 (the GPU path reads vec4)")
+
+
+def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool) -> ModelWeights:
+    """ModelWeights from matrix(name, row order or None) -> HostMatrix and vector(name) -> f32 array."""
+    _check_config(c)
+    po_q = pair_order(c.num_attention_heads * c.head_dim, c.head_dim)
+    po_k = pair_order(c.num_key_value_heads * c.head_dim, c.head_dim)
+    layers = []
+    for i in range(c.num_hidden_layers):
+        p = f"model.layers.{i}."
+        layers.append(LayerWeights(
+            qkv=stack_rows([matrix(p + "self_attn.q_proj.weight", po_q), matrix(p + "self_attn.k_proj.weight", po_k),
+                            matrix(p + "self_attn.v_proj.weight", None)], f"layer {i} qkv"),
+            o=matrix(p + "self_attn.o_proj.weight", None),
+            gate_up=interleave_rows(matrix(p + "mlp.gate_proj.weight", None), matrix(p + "mlp.up_proj.weight", None),
+                                    f"layer {i} mlp"),
+            down=matrix(p + "mlp.down_proj.weight", None),
+            input_norm=vector(p + "input_layernorm.weight"),
+            post_norm=vector(p + "post_attention_layernorm.weight")))
+    lm = matrix("lm_head.weight", None) if has_lm_head and not c.tie_word_embeddings else None
+    return ModelWeights(c, matrix("model.embed_tokens.weight", None), layers, vector("model.norm.weight"), lm)
+
+
+def weights_from_tensors(config: LlamaConfig, tensors: dict, fmt: str = "f32") -> ModelWeights:
+    """GPU layouts from HF-named float tensors (f32 or f16 storage as `fmt`)."""
+    def matrix(name, order):
+        w = np.asarray(tensors[name], dtype=np.float32)
+        return pack_dense(w if order is None else w[order], fmt, name)
+    return _assemble(config, matrix, lambda name: np.asarray(tensors[name], np.float32), True)
+
+
+def weights_from_gguf(config: LlamaConfig, raw: dict) -> ModelWeights:
+    """GPU layouts straight from GGUF blocks (read_gguf_raw): F32/F16/Q8_0/Q4_1 bit-identical.
+
+    Other GGUF types (K-quants, ...) are dequantized with the gguf package and stored
+    as f16 on the GPU.
+    """
+    def matrix(name, order):
+        t = raw[name]
+        data = t.data if order is None else t.data[order]
+        if t.ggml_type in ("F32", "F16", "Q8_0", "Q4_1"):
+            return pack_ggml(t.ggml_type, data, t.shape[-1], name)
+        import gguf
+        from gguf.quants import dequantize
+        w = dequantize(np.ascontiguousarray(data), getattr(gguf.GGMLQuantizationType, t.ggml_type))
+        return pack_dense(w.reshape(data.shape[0], -1), "f16", name)
+
+    def vector(name):
+        t = raw[name]
+        if t.ggml_type == "F32":
+            return t.data.view(np.float32).reshape(-1).copy()
+        return t.data.view(np.float16).reshape(-1).astype(np.float32)
+    return _assemble(config, matrix, vector, "lm_head.weight" in raw)

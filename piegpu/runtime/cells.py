@@ -1,0 +1,75 @@
+"""Channel cells: where a queued cell's value comes from, and host values <-> 32-bit words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dtypes import DType, dtype as _dtypes
+from ..errors import ValidationError
+
+
+@dataclass
+class Cell:
+    """Where a queued cell's value comes from."""
+
+    kind: str  # "host" (value known), "staged" (copied by its pass), "device" (stays on the device)
+    value: object = None  # numpy array for host cells
+    staging: object = None  # mappable buffer for staged cells
+    pass_id: int = -1
+    mapping: object = None  # the map request of an interrupted read, still in flight
+
+
+def coerce(values, shape: tuple, dt: DType, label: str) -> np.ndarray:
+    """`values` as a numpy array of one cell, or ValidationError saying what does not fit."""
+    arr = np.asarray(values)
+    if arr.shape != shape:
+        raise ValidationError(f"Channel{label}.put: value shape {list(arr.shape)} does not match the cell "
+                              f"shape {list(shape)}. Fix: put arrays of shape {list(shape)}")
+    if dt == _dtypes.bool:
+        if arr.dtype != np.bool_:
+            raise ValidationError(f"Channel{label}.put: bool channel got {arr.dtype} values. "
+                                  "Fix: put numpy bool arrays (e.g. np.asarray(values) != 0)")
+        return arr.copy()
+    if arr.dtype == np.bool_ or (np.issubdtype(arr.dtype, np.floating) and not dt.is_float):
+        raise ValidationError(f"Channel{label}.put: {arr.dtype} values for a {dt.name} channel. "
+                              f"Fix: put {dt.name} values")
+    if dt.is_int:
+        a64 = arr.astype(np.int64)
+        lo, hi = (-(1 << 31), (1 << 31) - 1) if dt == _dtypes.i32 else (0, (1 << 32) - 1)
+        if a64.size and (a64.min() < lo or a64.max() > hi):
+            raise ValidationError(f"Channel{label}.put: values {a64.min()}..{a64.max()} do not fit "
+                                  f"{dt.name} (range {lo}..{hi}). Fix: put values in range, or use a "
+                                  "channel of another dtype")
+    return arr.astype(dt.np)
+
+
+def to_words(arr: np.ndarray, dt: DType) -> np.ndarray:
+    """A cell's values as the u32 words stored on the device (bool as 0/1)."""
+    a = np.ascontiguousarray(arr, dtype=dt.np).reshape(-1)
+    return a.astype(np.uint32) if dt == _dtypes.bool else a.view(np.uint32)
+
+
+def from_words(words: np.ndarray, dt: DType, shape: tuple) -> np.ndarray:
+    """A cell read back from the device as a numpy array of its dtype and shape."""
+    if dt == _dtypes.bool:
+        return (words != 0).reshape(shape)
+    return words.view(dt.np).reshape(shape).copy()
+
+
+def reusable(buf) -> bool:
+    """Whether a pooled mappable buffer can be a copy target again (unmapped now; unmaps a mapped one).
+
+    A map request interrupted by Ctrl-C or a cancellation can leave a buffer mapped or
+    pending; submitting a copy into it would be a validation error that wgpu-native turns
+    into an abort. Such a buffer is dropped (it is freed when collected).
+    """
+    state = str(getattr(buf, "map_state", "unmapped"))
+    if state == "mapped":
+        try:
+            buf.unmap()
+            return True
+        except Exception:
+            return False
+    return state == "unmapped"
