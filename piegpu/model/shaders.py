@@ -3,24 +3,51 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CompileError
 
-SHADER_DIR = Path(__file__).resolve().parents[2] / "shaders"
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable  # Python 3.11+; 3.10 has the same class in importlib.abc
+
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<(uniform|storage,\s*read_write|storage,\s*read)>")
 
 
 @lru_cache(maxsize=None)
-def shader_source(name: str) -> str:
-    """The text of shaders/<name>.wgsl."""
-    path = SHADER_DIR / f"{name}.wgsl"
+def shader_root() -> Traversable:
+    """The folder of the WGSL sources (an importlib.resources Traversable).
+
+    A wheel carries the repository's top-level shaders/ as the resource package
+    piegpu.shaders (mapped in pyproject.toml). A source checkout, run in place or
+    installed editable, has no importable piegpu.shaders (setuptools' editable
+    finder skips mapped folders without __init__.py): there it is the checkout's shaders/.
+    """
     try:
-        return path.read_text()
+        return importlib.resources.files("piegpu.shaders")
+    except ModuleNotFoundError:
+        checkout = Path(__file__).resolve().parents[2] / "shaders"
+        if checkout.is_dir():
+            return checkout
+        raise CompileError(
+            "piegpu's shaders are missing: the package piegpu.shaders is not installed and "
+            f"{checkout} does not exist. Fix: reinstall piegpu (pip install --force-reinstall piegpu)"
+        ) from None
+
+
+@lru_cache(maxsize=None)
+def shader_source(name: str) -> str:
+    """The text of shaders/<name>.wgsl (`name` may name a subfolder: "formats/q4_1")."""
+    path = shader_root()
+    for part in f"{name}.wgsl".split("/"):
+        path = path / part
+    try:
+        return path.read_text(encoding="utf-8")
     except OSError as e:
-        raise CompileError(f"shader {path} is missing ({e}). Fix: reinstall piegpu from a full checkout") from e
+        raise CompileError(f"shader {path} is missing ({e}). Fix: reinstall piegpu") from e
 
 
 def compose(name: str, params: dict, snippets: dict | None = None) -> str:
