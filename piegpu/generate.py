@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import eta
-from .runtime.channel import Channel
+from .runtime.channel import Channel, channel_capacity
 from .dtypes import dtype
 from .errors import ValidationError
 from .eta import intrinsics
 from .runtime.forward import ForwardPass, StateGeometry
 from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
-
-PREFILL_CHUNKS = (256, 128, 64, 32, 16, 8, 4, 2, 1)  # few distinct pass shapes, each compiled once
-
 
 @dataclass
 class GenerationStats:
@@ -33,48 +30,12 @@ class GenerationStats:
         return self.generated / self.decode_s if self.decode_s > 0 else 0.0
 
 
-class Prefiller:
-    """Prefill passes for one working set: a pass per chunk size in PREFILL_CHUNKS, built once and reused."""
-
-    def __init__(self, ws):
-        self.ws = ws
-        self.passes: dict = {}  # T -> (fwd, tokens channel)
-
-    async def run(self, pipe, ids: list) -> None:
-        """Append `ids` to the working set (no logits are read out)."""
-        pos = 0
-        while pos < len(ids):
-            T = next(c for c in PREFILL_CHUNKS if c <= len(ids) - pos)
-            fwd, ch = self.passes.get(T) or self._pass(T)
-            ch.put(ids[pos: pos + T])
-            await pipe.submit(fwd)
-            pos += T
-
-    def _pass(self, T: int):
-        ch = Channel([T], dtype.i32).named(f"prompt[{T}]")
-        fwd = ForwardPass()
-        fwd.embed(ch, Channel.from_([0, T], dtype.u32))
-        fwd.state([self.ws], StateGeometry.folding())
-        self.passes[T] = (fwd, ch)
-        return fwd, ch
-
-
 @dataclass
 class _DecodeLoop:
     fwd: ForwardPass
     token_in: Channel
     token_out: Channel
     states: SamplerStates
-
-
-@dataclass
-class _SeqState:
-    """What a working set needs between generations: reusable passes, its tokens, the token not yet embedded."""
-
-    prefill: Prefiller
-    decode: dict = field(default_factory=dict)  # sampler -> _DecodeLoop
-    pending: int | None = None
-    embedded: list = field(default_factory=list)  # the tokens in the KV state (penalties count them)
 
 
 class Generation:
@@ -107,9 +68,11 @@ class Generation:
         self.stop_ids, self.stop_strings = self._stops(stop)
         ids = model.tokenizer.encode(self.prompt).ids
         self.ws = working_set
-        seq = self._seq()
-        if seq is not None and seq.pending is not None:
-            ids = [seq.pending] + ids
+        if working_set is not None:
+            sess = model.session(working_set)
+            sess.sync()
+            if sess.pending is not None:  # the last token drawn on this working set is not embedded yet
+                ids = [sess.pending] + ids
         if not ids:
             raise ValidationError("generate: the prompt is empty (no tokens). Fix: pass some text")
         self.prompt_ids = ids
@@ -135,9 +98,6 @@ class Generation:
             elif s:
                 strings.append(s)
         return ids, strings
-
-    def _seq(self) -> _SeqState | None:
-        return None if self.ws is None else getattr(self.ws, "_generation", None)
 
     # ---- iteration -------------------------------------------------------------------------------
     def __iter__(self):
@@ -184,23 +144,17 @@ class Generation:
             raise ValidationError("this Generation already ran. Fix: call model.generate(...) again")
         self._done = True
         model = self.model
-        if model._pipeline is None:
-            model._pipeline = model.pipeline()
-        pipe = model._pipeline
         if self.ws is None:
             need = min(model.config.max_position_embeddings, len(self.prompt_ids) + self.max_tokens + 1)
             self.ws = model.working_set(need)
-        seq = getattr(self.ws, "_generation", None)
-        if seq is None:
-            seq = self.ws._generation = _SeqState(Prefiller(self.ws))
-        if len(seq.embedded) != self.ws.length:  # the working set was also used outside generate()
-            seq.embedded = [-1] * self.ws.length
+        sess = model.session(self.ws)
+        pipe = sess.pipe
         t0 = time.perf_counter()
-        await seq.prefill.run(pipe, self.prompt_ids[:-1])
-        loop = self._decode_loop(seq)
+        await sess.extend(self.prompt_ids[:-1])
+        loop = sess.loop(("generate", self.sampler), lambda: self._decode_loop(sess))
         loop.token_in.clear()
         loop.token_in.put([self.prompt_ids[-1]])
-        loop.states.seed(SeqContext(tuple(seq.embedded + self.prompt_ids), model.config.vocab_size, self.seed))
+        loop.states.seed(SeqContext(tuple(sess.tokens + self.prompt_ids[-1:]), model.config.vocab_size, self.seed))
         self.stats.prefill_s = time.perf_counter() - t0
         queue: asyncio.Queue = asyncio.Queue()
         emitted = [0]
@@ -210,7 +164,7 @@ class Generation:
             tok = await loop.token_out.take_scalar()
             # Record the token at once: an interrupt after this line must not lose it.
             taken.append(tok)
-            seq.pending = tok
+            sess.pending = tok
             if tok in self.stop_ids:
                 self.stats.stop_reason = "stop token"
                 return False
@@ -252,26 +206,21 @@ class Generation:
                 except (asyncio.CancelledError, Exception):
                     pass
             if taken:  # the last token taken is pending, not embedded
-                seq.embedded += self.prompt_ids + taken[:-1]
+                sess.embedded(self.prompt_ids[-1:] + taken[:-1])
             else:  # stopped before the first token: the prompt's last token is still pending
-                seq.embedded += self.prompt_ids[:-1]
-                seq.pending = self.prompt_ids[-1]
+                sess.pending = self.prompt_ids[-1]
         self.stats.decode_s = time.perf_counter() - t1
         self.stats.generated = len(self.tokens)
         if not self.stats.stop_reason:
             self.stats.stop_reason = "max_tokens"
 
-    def _decode_loop(self, seq: _SeqState) -> _DecodeLoop:
-        loop = seq.decode.get(self.sampler)
-        if loop is not None:
-            return loop
-        from .runtime.channel import channel_capacity
+    def _decode_loop(self, sess) -> _DecodeLoop:
         token_in = Channel([1], dtype.i32).named("token_in")
         token_out = Channel([1], dtype.i32).named("token_out").capacity(channel_capacity())
         states = SamplerStates(self.sampler, self.model.config.vocab_size)
         fwd = ForwardPass()
         fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
-        fwd.state([self.ws], StateGeometry.folding())
+        fwd.state([sess.ws], StateGeometry.folding())
 
         @fwd.epilogue
         def _():
@@ -279,5 +228,4 @@ class Generation:
             token_in.put(token)
             token_out.put(token)
 
-        loop = seq.decode[self.sampler] = _DecodeLoop(fwd, token_in, token_out, states)
-        return loop
+        return _DecodeLoop(fwd, token_in, token_out, states)

@@ -28,7 +28,7 @@ from ..runtime.forward import ForwardPass, StateGeometry
 from ..samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 from .json_grammar import JsonGrammar
 from .json_schema import validate
-from ..runtime.session import run_sync, session
+from ..runtime.session import run_sync
 from .token_mask import TokenMasker, TokenVocabulary, device_allowed
 
 
@@ -96,7 +96,7 @@ class JsonMode:
         ids = model.tokenizer.encode(text).ids
         if not ids:
             raise ValidationError("generate_json: the prompt is empty (no tokens). Fix: pass some text")
-        sess = session(model, len(ids) + max_tokens + 1)
+        sess = model.session(tokens=len(ids) + max_tokens + 1)
         await sess.start(ids)
         loop = self._loop(sess, smp)
         for ch in (loop.token_in, loop.token_out, loop.mask):
@@ -159,10 +159,9 @@ class JsonMode:
         return sid
 
     def _loop(self, sess, smp) -> _Loop:
-        key = ("json", id(self), smp)
-        loop = sess.loops.get(key)
-        if loop is not None:
-            return loop
+        return sess.loop(("json", id(self), smp), lambda: self._build_loop(sess, smp))
+
+    def _build_loop(self, sess, smp) -> _Loop:
         V = self.vocab.size
         token_in = Channel([1], dtype.i32).named("json:token_in")
         token_out = Channel([1], dtype.i32).named("json:token_out")
@@ -179,8 +178,7 @@ class JsonMode:
             token_in.put(token)
             token_out.put(token)
 
-        loop = sess.loops[key] = _Loop(fwd, token_in, token_out, mask, states)
-        return loop
+        return _Loop(fwd, token_in, token_out, mask, states)
 
 
 def json_mode(model, schema=None, max_whitespace: int = 4) -> JsonMode:

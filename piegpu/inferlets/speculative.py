@@ -23,7 +23,7 @@ from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta import intrinsics
 from ..runtime.forward import ForwardPass, StateGeometry
-from ..runtime.session import run_sync, session
+from ..runtime.session import run_sync
 
 
 @dataclass
@@ -79,10 +79,10 @@ class _Verify:
 
 def _verify_pass(sess, d: int) -> _Verify:
     """The pass that embeds the pending token + d drafts and keeps the accepted prefix (built once per d)."""
-    key = ("speculative", d)
-    v = sess.loops.get(key)
-    if v is not None:
-        return v
+    return sess.loop(("speculative", d), lambda: _build_verify_pass(sess, d))
+
+
+def _build_verify_pass(sess, d: int) -> _Verify:
     toks = Channel([d + 1], dtype.i32).named(f"spec:tokens[{d + 1}]")
     result = Channel([d + 2], dtype.i32).named(f"spec:verdict[{d + 2}]")
     geom = StateGeometry.accepting()
@@ -104,8 +104,7 @@ def _verify_pass(sess, d: int) -> _Verify:
         geom.keep(accepted + 1)  # the pending token and the accepted drafts stay in the KV state
         result.put(eta.concat([eta.reshape(accepted, [1]), best]))
 
-    v = sess.loops[key] = _Verify(fwd, toks, result)
-    return v
+    return _Verify(fwd, toks, result)
 
 
 async def agenerate_speculative(model, prompt: str, max_tokens: int = 128, k: int = 4, ngram: int = 3,
@@ -120,7 +119,7 @@ async def agenerate_speculative(model, prompt: str, max_tokens: int = 128, k: in
     ids = list(model.tokenizer.encode(text).ids)
     if not ids:
         raise ValidationError("generate_speculative: the prompt is empty (no tokens). Fix: pass some text")
-    sess = session(model, len(ids) + max_tokens + k + 1)
+    sess = model.session(tokens=len(ids) + max_tokens + k + 1)
     await sess.start(ids)
     ws = sess.ws
     eos = set(model.config.eos_token_ids) if stop_at_eos else set()

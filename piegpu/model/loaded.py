@@ -6,12 +6,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ModelError
+from ..errors import ModelError, ValidationError
 from .config import LlamaConfig
 from .gpu_model import GpuModel
 from .weights import weights_from_gguf, weights_from_tensors
 from .packed import load_packed, save_packed, source_digest
 from .tokenizer import chat_prompt, load_chat_template, load_tokenizer
+
+SESSION_ROUND = 256  # the shared session's working set grows in steps of this many tokens
 
 
 class Model:
@@ -23,7 +25,8 @@ class Model:
         self.gpu = gpu
         self.source = source
         self.chat_template = chat_template
-        self._pipeline = None
+        self._default_pipeline = None
+        self._shared_session = None
 
     def __repr__(self) -> str:
         return f"<piegpu.Model {self.source}: {self.config.num_hidden_layers} layers, vocab {self.config.vocab_size}>"
@@ -37,9 +40,45 @@ class Model:
         from ..runtime.pipeline import Pipeline
         return Pipeline(self, target=target, window=window, record_ahead=record_ahead)
 
+    @property
+    def default_pipeline(self):
+        """The pipeline that generate(), sessions and inferlets share (made on first use)."""
+        if self._default_pipeline is None:
+            self._default_pipeline = self.pipeline()
+        return self._default_pipeline
+
     def working_set(self, max_tokens: int | None = None):
         """The KV state of one sequence (up to max_tokens positions)."""
         return self.gpu.working_set(max_tokens)
+
+    def session(self, working_set=None, *, tokens: int | None = None):
+        """The Session decoding on `working_set` (made on first use; it lives as long as the working set).
+
+        With `tokens=N` instead: the model's shared session for one-sequence inferlets, whose
+        working set has room for at least N tokens and keeps the KV of the last call, so a
+        prompt sharing a prefix with it (a chat template's system prompt) prefills only the rest.
+        """
+        from ..runtime.session import Session
+        if working_set is not None:
+            if tokens is not None:
+                raise ValidationError("session(working_set, tokens=...): pass one of them. Fix: drop tokens=")
+            if working_set.model is not self.gpu:
+                raise ValidationError("session(working_set): the working set belongs to another model. "
+                                      "Fix: make it with this model's working_set()")
+            if working_set.session is None:
+                working_set.session = Session(self, working_set, self.default_pipeline)
+            return working_set.session
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ValidationError(f"session(tokens={tokens!r}): pass a working set or tokens=N (an int >= 1)")
+        limit = self.config.max_position_embeddings
+        if tokens > limit:
+            raise ValidationError(f"{tokens} tokens (prompt + max_tokens) exceed the model's context of {limit}. "
+                                  "Fix: a shorter prompt or fewer max_tokens")
+        s = self._shared_session
+        if s is None or s.ws.max_tokens < tokens:
+            ws = self.working_set(min(limit, -(-tokens // SESSION_ROUND) * SESSION_ROUND))
+            s = self._shared_session = self.session(ws)
+        return s
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
         """The model's chat template applied to a user string or a list of {role, content} messages."""

@@ -28,6 +28,7 @@ class WorkingSet:
     last_pass: int = 0
     binds: dict = field(default_factory=dict)  # bind groups of passes over this working set (die with it)
     plans: dict = field(default_factory=dict)  # dispatch plans of passes over this working set
+    session: object = None  # the runtime Session decoding on it (made by Model.session)
 
     def reset(self) -> None:
         """Forget every position (the caches are overwritten as the sequence regrows)."""
