@@ -1,6 +1,8 @@
-"""Host side of the model: config, checkpoints, GGUF conversion, tokenizer, default model, numpy reference.
+"""The model: config, checkpoints, GGUF conversion, tokenizer, default model, numpy reference (host side),
+and the model on the device: weights in GPU layouts (weights.py, gpu_weights.py), the forward pass
+in named steps (forward.py) over typed shader wrappers (kernels.py), working sets, and load_model.
 
-Nothing here touches the GPU; the forward-pass orchestration lives elsewhere.
+Importing this package does not import wgpu; gpu_model.py and loaded.py do.
 """
 
 from .checkpoint import expected_shapes, load_checkpoint, save_checkpoint

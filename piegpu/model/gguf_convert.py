@@ -32,6 +32,7 @@ from ..errors import ModelError
 from ..paths import atomic_write
 from .checkpoint import expected_shapes, save_checkpoint
 from .config import LlamaConfig
+from .gguf_metadata import field_contents
 from .manifest import verify_manifest, write_manifest
 from .tokenizer import TOKENIZER_CONFIG_NAME, TOKENIZER_NAME, tokenizer_from_gguf
 
@@ -126,15 +127,6 @@ def _field(reader: Any, key: str, source: str, default: Any = ModelError) -> Any
             raise ModelError(f"{source}: GGUF metadata {key!r} is missing; the file is not a complete llama.cpp model -- re-download it")
         return default
     return field_contents(f, key, source)
-
-
-def field_contents(f: Any, key: str, source: str) -> Any:
-    """The value of a GGUF metadata field; ModelError (naming file and key) if its bytes do not decode."""
-    try:
-        return f.contents()
-    except (UnicodeDecodeError, ValueError, IndexError, TypeError) as e:  # damaged strings or arrays
-        raise ModelError(f"{source}: GGUF metadata {key!r} is corrupt ({type(e).__name__}: {e}); "
-                         "re-download the file") from None
 
 
 def _f32_clean(x: float) -> float:

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from ..errors import ModelError, ValidationError
+from .gguf_metadata import field_contents
 
 TOKENIZER_NAME = "tokenizer.json"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
@@ -103,7 +104,6 @@ def tokenizer_from_gguf(reader: Any) -> Tokenizer:
                 raise ModelError(f"{where}: metadata {name!r} is missing; this GGUF carries no usable tokenizer -- "
                                  "use a GGUF converted with its tokenizer")
             return None
-        from .gguf_convert import field_contents
         return field_contents(f, name, str(where))
 
     model = field("tokenizer.ggml.model")
