@@ -42,6 +42,11 @@ class Penalties(Processor):
         """Whether any penalty changes the logits."""
         return self.repetition != 1.0 or self.presence != 0.0 or self.frequency != 0.0
 
+    @property
+    def off(self) -> bool:
+        """repetition 1, presence 0 and frequency 0: the logits are unchanged (no seen-counts channel)."""
+        return not self.active
+
     def states(self, vocab):
         return (StateSpec("seen_counts", (vocab,), dtype.i32),)
 

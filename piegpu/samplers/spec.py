@@ -99,7 +99,10 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
     """A Sampler from a Sampler, or a name in NAMES, plus keyword options (top_k=, typical=, mirostat=, penalties...).
 
     Truncation options add stages in OPTION_ORDER; with a truncation option the default
-    "greedy" samples (at `temperature`); temperature 0 is always greedy.
+    "greedy" samples (at `temperature`), also at the option's off value (top_p=1 is plain
+    sampling, as in vLLM and llama.cpp); temperature 0 is always greedy. The option of the
+    named sampler itself (sampler="top-p", top_p=0.5) is its parameter, like `value`.
+    Off values (top_k=0, top_p=1, min_p=0, typical=1, repetition_penalty=1, ...) add no stage.
     """
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -110,6 +113,13 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
             isinstance(spec, str) and spec.replace("_", "-") == "mirostat") and not (
             isinstance(spec, Sampler) and any(isinstance(t, Mirostat) for t in spec.truncations)):
         raise ValidationError("mirostat_eta is set but no Mirostat sampler is. Fix: add mirostat=TAU")
+    named = spec.replace("_", "-") if isinstance(spec, str) else None
+    own = next((key for key, name in OPTION_ORDER if name == named), None)
+    if own in opts:
+        if value is not None and value != opts[own]:
+            raise ValidationError(f"sampler {named!r} got its parameter twice: value={value!r} and "
+                                  f"{own}={opts[own]!r}. Fix: pass one of them")
+        value = opts.pop(own)
     pen = Penalties(opts.pop("repetition_penalty", 1.0), opts.pop("presence_penalty", 0.0),
                     opts.pop("frequency_penalty", 0.0))
     extra = [_stage(name, opts[key], miro_eta) for key, name in OPTION_ORDER if key in opts]

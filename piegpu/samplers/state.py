@@ -32,6 +32,15 @@ class Stage:
 
     name = "stage"
 
+    @property
+    def off(self) -> bool:
+        """Whether the stage changes nothing (an "off" value such as TopK(0) or TopP(1)).
+
+        A Sampler drops off stages, so they cost no kernel; the ecosystem (llama.cpp, vLLM,
+        transformers) passes these values to mean "no truncation"/"no penalty".
+        """
+        return False
+
     def states(self, vocab: int) -> tuple:
         """The StateSpecs this stage carries on the device (none by default)."""
         return ()
@@ -72,10 +81,19 @@ def check_temperature(t) -> float:
     return t
 
 
-def check_unit(p, fn: str, name: str, closed: bool = True) -> float:
-    """p as a float in (0, 1] (closed) or (0, 1), or a ValidationError naming fn and the parameter."""
-    p = float(p)
-    ok = 0.0 < p <= 1.0 if closed else 0.0 < p < 1.0
+def check_unit(p, fn: str, name: str, zero: bool = False, one: bool = True, off: str = "") -> float:
+    """p as a float in the unit interval, or a ValidationError naming fn, the parameter and the range.
+
+    `zero`/`one` say whether 0/1 are allowed; `off` names the value that turns the stage
+    off (e.g. "1"), so the message tells what to pass for "no truncation".
+    """
+    interval = f"{'[' if zero else '('}0, 1{']' if one else ')'}"
+    note = f" ({off} = off)" if off else ""
+    try:
+        v = float(p)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{fn}: {name} must be a number in {interval}{note}, got {p!r}") from None
+    ok = (0.0 <= v if zero else 0.0 < v) and (v <= 1.0 if one else v < 1.0)
     if not ok:
-        raise ValidationError(f"{fn}: {name} must be in (0, 1{']' if closed else ')'}, got {p!r}")
-    return p
+        raise ValidationError(f"{fn}: {name} must be in {interval}{note}, got {p!r}. Fix: pass a value in {interval}")
+    return v

@@ -17,6 +17,11 @@ LN2 = math.log(2.0)
 NEG_INF = float("-inf")
 
 
+def _keep_all(x):
+    """The keep mask of an off stage: every token (a constant, no reduction)."""
+    return eta.broadcast(True, x.shape)
+
+
 def _top(x):
     """The argmax token(s) of x, which every cutoff keeps so the kept set is never empty."""
     return x >= keep_dims(eta.reduce_max(x), x)
@@ -24,62 +29,88 @@ def _top(x):
 
 @dataclass(frozen=True)
 class TopK(Truncation):
-    """Keep the k most likely tokens (ties -> lower id)."""
+    """Keep the k most likely tokens (ties -> lower id); k = 0 keeps every token (off)."""
 
     k: int
     name = "top-k"
 
     def __post_init__(self):
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValidationError(f"top_k: k must be an int >= 1, got {self.k!r}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
+            raise ValidationError(f"top_k: k must be an int >= 0 (0 = off), got {self.k!r}. "
+                                  "Fix: pass a whole number such as 40, or 0 for no top-k")
+
+    @property
+    def off(self) -> bool:
+        return self.k == 0
 
     def keep(self, x, states):
-        return eta.top_k_mask(x, min(self.k, x.shape[-1]))
+        if self.off or self.k >= x.shape[-1]:
+            return _keep_all(x)
+        return eta.top_k_mask(x, self.k)
 
 
 @dataclass(frozen=True)
 class TopP(Truncation):
-    """Nucleus: keep a token when the mass before it in descending order is < p."""
+    """Nucleus: keep a token when the mass before it in descending order is < p; p = 1 is off.
+
+    Off is exact: at p = 1 the float32 mass before a tail token can round up to 1 and
+    drop it, so p = 1 keeps every token without computing the mask (as llama.cpp does).
+    """
 
     p: float
     name = "top-p"
 
     def __post_init__(self):
-        object.__setattr__(self, "p", check_unit(self.p, "top_p", "p"))
+        object.__setattr__(self, "p", check_unit(self.p, "top_p", "p", off="1"))
+
+    @property
+    def off(self) -> bool:
+        return self.p == 1.0
 
     def keep(self, x, states):
-        return eta.top_p_mask(x, self.p)
+        return _keep_all(x) if self.off else eta.top_p_mask(x, self.p)
 
 
 @dataclass(frozen=True)
 class MinP(Truncation):
-    """Keep tokens with prob >= p * max_prob."""
+    """Keep tokens with prob >= p * max_prob; p = 0 is off."""
 
     p: float
     name = "min-p"
 
     def __post_init__(self):
-        object.__setattr__(self, "p", check_unit(self.p, "min_p", "p"))
+        object.__setattr__(self, "p", check_unit(self.p, "min_p", "p", zero=True, off="0"))
+
+    @property
+    def off(self) -> bool:
+        return self.p == 0.0
 
     def keep(self, x, states):
-        return eta.min_p_mask(x, self.p)
+        return _keep_all(x) if self.off else eta.min_p_mask(x, self.p)
 
 
 @dataclass(frozen=True)
 class TopA(Truncation):
-    """Keep tokens with prob >= a * max_prob^2."""
+    """Keep tokens with prob >= a * max_prob^2; a = 0 is off."""
 
     a: float
     name = "top-a"
 
     def __post_init__(self):
-        a = float(self.a)
+        try:
+            a = float(self.a)
+        except (TypeError, ValueError):
+            a = float("nan")
         if not (a >= 0.0 and math.isfinite(a)):
-            raise ValidationError(f"top_a: a must be a finite number >= 0, got {self.a!r}")
+            raise ValidationError(f"top_a: a must be a finite number >= 0 (0 = off), got {self.a!r}")
         object.__setattr__(self, "a", a)
 
+    @property
+    def off(self) -> bool:
+        return self.a == 0.0
+
     def keep(self, x, states):
-        return eta.top_a_mask(x, self.a)
+        return _keep_all(x) if self.off else eta.top_a_mask(x, self.a)
 
 
 @dataclass(frozen=True)
@@ -88,15 +119,22 @@ class Typical(Truncation):
 
     Tokens are ordered by |-log p - H| ascending (ties -> lower id); a token is kept when
     the probability mass of the tokens before it in that order is < mass (the top-p rule).
+    mass = 1 is off (every token).
     """
 
     mass: float
     name = "typical"
 
     def __post_init__(self):
-        object.__setattr__(self, "mass", check_unit(self.mass, "typical", "mass"))
+        object.__setattr__(self, "mass", check_unit(self.mass, "typical", "mass", off="1"))
+
+    @property
+    def off(self) -> bool:
+        return self.mass == 1.0
 
     def keep(self, x, states):
+        if self.off:
+            return _keep_all(x)
         ls = eta.log_softmax(x)
         p = eta.exp(ls)
         p = eta.select(eta.isnan(p), 0.0, p)  # all -inf logits: nothing is likely
@@ -137,29 +175,42 @@ def _ascending_mass_mask(key, p, mass: float):
 
 @dataclass(frozen=True)
 class EpsilonCutoff(Truncation):
-    """Epsilon sampling: keep tokens with prob >= epsilon (and always the most likely)."""
+    """Epsilon sampling: keep tokens with prob >= epsilon (and always the most likely); 0 is off."""
 
     epsilon: float
     name = "epsilon-cutoff"
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", check_unit(self.epsilon, "epsilon_cutoff", "epsilon", closed=False))
+        object.__setattr__(self, "epsilon", check_unit(self.epsilon, "epsilon_cutoff", "epsilon", zero=True,
+                                                       one=False, off="0"))
+
+    @property
+    def off(self) -> bool:
+        return self.epsilon == 0.0
 
     def keep(self, x, states):
+        if self.off:
+            return _keep_all(x)
         return eta.or_(eta.softmax(x) >= self.epsilon, _top(x))
 
 
 @dataclass(frozen=True)
 class EtaCutoff(Truncation):
-    """Eta sampling: keep tokens with prob >= min(eta, sqrt(eta) * exp(-entropy)) (and the most likely)."""
+    """Eta sampling: keep tokens with prob >= min(eta, sqrt(eta) * exp(-entropy)) (and the most likely); 0 is off."""
 
     eta: float
     name = "eta-cutoff"
 
     def __post_init__(self):
-        object.__setattr__(self, "eta", check_unit(self.eta, "eta_cutoff", "eta", closed=False))
+        object.__setattr__(self, "eta", check_unit(self.eta, "eta_cutoff", "eta", zero=True, one=False, off="0"))
+
+    @property
+    def off(self) -> bool:
+        return self.eta == 0.0
 
     def keep(self, x, states):
+        if self.off:
+            return _keep_all(x)
         p = eta.softmax(x)
         h = eta.entropy(p)
         thr = eta.minimum(eta.exp(eta.neg(h)) * math.sqrt(self.eta), self.eta)

@@ -54,10 +54,10 @@ def test_declared_states_and_initial_values():
 
 
 @pytest.mark.parametrize("make,match", [
-    (lambda: samplers.top_k(0), "k must be an int >= 1"),
+    (lambda: samplers.top_k(-1), "k must be an int >= 0"),
     (lambda: samplers.top_p(1.5), r"p must be in \(0, 1\]"),
     (lambda: samplers.typical(0.0), "mass must be in"),
-    (lambda: samplers.eta_cutoff(1.0), r"eta must be in \(0, 1\)"),
+    (lambda: samplers.eta_cutoff(1.0), r"eta must be in \[0, 1\) \(0 = off\)"),
     (lambda: samplers.epsilon_cutoff(-0.1), "epsilon must be in"),
     (lambda: samplers.mirostat(-1.0), "tau"),
     (lambda: samplers.mirostat(5.0, 0.0), "learning rate"),
