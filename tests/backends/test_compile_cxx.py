@@ -8,8 +8,11 @@ sources are syntax- and type-checked on Linux, never executed.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from piegpu import dtype, eta
 from piegpu.eta.backends import emit
 from tests.backends import corpus
 from tests.backends.toolchains import (HIP_COMPAT, check_all, clang_chunk, find_clang, find_nvcc, find_ptxas,
@@ -56,10 +59,44 @@ def test_checker_catches_errors_and_names_the_program(target):
     assert problems and all(p.startswith(name) for p in problems), problems
 
 
+# The oldest releases the checks above rely on: nvcc/ptxas 11.2 for -arch=sm_80 and
+# -diag-suppress; clang 5 for -std=c++17 (the Metal stand-in headers are C++17).
+MIN_VERSION = {"nvcc": (11, 2), "ptxas": (11, 2), "clang": (5, 0)}
+VERSION = re.compile(r"(?:release|version) (\d+)\.(\d+)")
+
+
+def parse_version(tool: str, text: str) -> tuple:
+    """(major, minor) from a `--version` line, or a failure naming the tool and the line."""
+    m = VERSION.search(text)
+    assert m, f"{tool}: cannot read a version from {text!r}"
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_parse_version():
+    assert parse_version("nvcc", "Cuda compilation tools, release 13.0, V13.0.88") == (13, 0)
+    assert parse_version("clang", "Debian clang version 14.0.6") == (14, 0)
+
+
 def test_toolchain_versions(record_property):
-    """Record which compilers checked this run (visible with -rA / in junit xml)."""
+    """Every compiler found is new enough, nvcc and ptxas are one release, and each compiles a tiny kernel.
+
+    The versions are recorded too (visible with -rA / in junit xml).
+    """
     found = {"nvcc": find_nvcc(), "ptxas": find_ptxas(), "clang": find_clang()}
-    for tool, path in found.items():
-        record_property(tool, version(path) if path else "absent")
     if not any(found.values()):
         pytest.skip("no C++ toolchain found (nvcc, ptxas, clang-14)")
+    assert bool(found["nvcc"]) == bool(found["ptxas"]), f"nvcc and ptxas come together (the CUDA toolkit): {found}"
+    versions = {}
+    for tool, path in found.items():
+        record_property(tool, version(path) if path else "absent")
+        if path:
+            versions[tool] = parse_version(tool, version(path))
+            assert versions[tool] >= MIN_VERSION[tool], (f"{tool} {path} is {versions[tool]}; the compile checks "
+                                                          f"need {MIN_VERSION[tool]} or newer")
+    if found["nvcc"]:
+        assert versions["nvcc"] == versions["ptxas"], f"nvcc {versions['nvcc']} emits PTX for ptxas {versions['ptxas']}"
+    prog = eta.trace(lambda x: eta.reduce_max(x * 2.0 + 1.0), eta.spec([4, 8], dtype.f32))
+    for target, (suffix, present, make) in TARGETS.items():
+        if present():
+            problems = check_all([("tiny", emit(prog, target, prefix="tiny_"))], suffix, make())
+            assert not problems, f"{target}: the toolchain cannot compile a tiny kernel:\n" + "\n".join(problems)
