@@ -250,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=_cmd_generate)
     c = sub.add_parser("compile", help="print the device code of a traced function FILE.py:FUNC")
     c.add_argument("function", metavar="FILE.py:FUNC")
-    c.add_argument("--target", default="wgsl", choices=["wgsl", "spirv", "msl", "cuda", "hip", "stablehlo"])
+    from .targets import TARGETS
+    c.add_argument("--target", default="wgsl", choices=list(TARGETS))
     c.add_argument("--input", action="append", help="an input spec such as 'f32[49152]' (repeat per input)")
     c.add_argument("--vocab", type=int, default=49152, help="vocab size for intrinsics.output in epilogues")
     c.add_argument("--readout", type=int, default=1, help="readout rows for intrinsics.output")

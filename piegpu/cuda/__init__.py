@@ -1,1 +1,2 @@
-"""eta -> CUDA and HIP C++: emit.py (CUDA), emit_hip.py (HIP), cxx.py (the C++ rules they share with Metal)."""
+"""eta -> CUDA and HIP C++: emit.py (CUDA), emit_hip.py (HIP); the C++ rules they share with Metal are
+piegpu/kernel/cxx.py."""

@@ -9,8 +9,8 @@ Launch layout of the emitted source (one translation unit per program):
   inputs and outputs live in the arena at `plan.inputs` / `plan.outputs` word offsets.
 - Grid: `kernel.cstyle.grid(kernel.groups, plan.limits.max_groups_per_dim)` as
   (x, y, 1); a block beyond `groups` returns at once. Block: (kernel.workgroup, 1, 1).
-  Planning uses cxx.CXX_LIMITS (1024 threads, 65535 groups per dimension) unless
-  `emit(..., limits=...)` says otherwise.
+  Planning uses kernel/cxx.CXX_LIMITS (1024 threads, 65535 groups per dimension) unless
+  `emit(prog, limits)` says otherwise.
 - Shared memory is static (`__shared__` arrays); no dynamic shared memory is needed.
 - A comment above each kernel repeats its grid and block.
 
@@ -20,17 +20,15 @@ flushes subnormals and approximates division; eta expects IEEE f32).
 
 from __future__ import annotations
 
-from ..eta.program import Program
 from ..kernel import ir
 from ..kernel.cstyle import grid
-from ..kernel.plan import Limits, Plan
-from .cxx import CxxStyle, cxx_ops, plan_cxx
+from ..kernel.cxx import CxxStyle, cxx_ops
 
 VERSION = "cuda-3"
 
 
 class CUDA(CxxStyle):
-    """CUDA rules."""
+    """CUDA rules. CUDA(prefix) puts `prefix` before every kernel name (several programs, one translation unit)."""
 
     target = "cuda"
     version = VERSION
@@ -71,13 +69,3 @@ class CUDA(CxxStyle):
                f'extern "C" __global__ void __launch_bounds__({k.workgroup}) {self.prefix}{k.name}({args}) {{']
         out += [f"  __shared__ {self.type_name(s.dtype)} {self.shared_name(s.name)}[{s.size}];" for s in k.shared]
         return out + self.thread_ids(k, (gx, gy))
-
-
-def render(plan: Plan, prefix: str = "") -> str:
-    """CUDA C++ source of a plan: one `extern "C" __global__` kernel per KIR kernel."""
-    return CUDA(prefix).module(plan)
-
-
-def emit(prog: Program, target: str = "cuda", prefix: str = "", limits: Limits | None = None) -> str:
-    """CUDA C++ source for an eta program; `prefix` goes before every kernel name; `limits` default to CXX_LIMITS."""
-    return render(plan_cxx(prog, limits), prefix)

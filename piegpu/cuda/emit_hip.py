@@ -11,9 +11,6 @@ Compile with `hipcc --genco` or hipRTC.
 
 from __future__ import annotations
 
-from ..eta.program import Program
-from ..kernel.plan import Limits, Plan
-from .cxx import plan_cxx
 from .emit import CUDA
 
 VERSION = "hip-3"
@@ -25,13 +22,3 @@ class HIP(CUDA):
     target = "hip"
     version = VERSION
     header = ("#include <hip/hip_runtime.h>",) + CUDA.header
-
-
-def render(plan: Plan, prefix: str = "") -> str:
-    """HIP C++ source of a plan: one `extern "C" __global__` kernel per KIR kernel."""
-    return HIP(prefix).module(plan)
-
-
-def emit(prog: Program, target: str = "hip", prefix: str = "", limits: Limits | None = None) -> str:
-    """HIP C++ source for an eta program; `prefix` goes before every kernel name; `limits` default to CXX_LIMITS."""
-    return render(plan_cxx(prog, limits), prefix)

@@ -6,7 +6,7 @@ import sys
 
 from ..dtypes import DType
 from ..errors import ValidationError
-from .ops import OPS, check_shape
+from .ops import OPS, GroupOp, check_shape
 from .tracer import Tensor, binary, broadcast_shapes, current, expand, to_tensor
 
 _this = sys.modules[__name__]
@@ -38,9 +38,9 @@ def _reduce_fn(op: str):
     return fn
 
 
-UNARY = [n for n, d in OPS.items() if d.kind == "elementwise" and d.arity == 1 and not d.attrs]
-BINARY = [n for n, d in OPS.items() if d.kind == "elementwise" and d.arity == 2]
-REDUCE = [n for n, d in OPS.items() if d.kind in ("reduce", "scan")]
+UNARY = list(GroupOp.UNARY)
+BINARY = list(GroupOp.BINARY)
+REDUCE = list(GroupOp.REDUCE + GroupOp.SCAN)
 
 for _n in UNARY:
     setattr(_this, _n, _unary_fn(_n))

@@ -6,8 +6,9 @@ import numpy as np
 
 from ..dtypes import dtype
 from ..errors import ValidationError
-from .program import Program, const_value
 from .counter_rng import rng_uniform
+from .ops import GroupOp
+from .program import Program, const_value
 
 F32_I32_MAX = np.float32(2147483520.0)  # largest f32 below 2^31
 F32_U32_MAX = np.float32(4294967040.0)  # largest f32 below 2^32
@@ -172,8 +173,6 @@ IMPL = {
     "const": lambda n: np.array(const_value(n), dtype=n.type.dtype.np),
     "iota": lambda n: np.arange(n.type.shape[0], dtype=np.uint32),
 }
-# Sources whose value comes from outside the program: handled by `evaluate`.
-EXTERNAL = ("input", "intrinsic", "chan_take", "chan_read", "chan_put")
 
 
 def coerce_input(i: int, value, ty) -> np.ndarray:
@@ -209,7 +208,7 @@ def evaluate(prog: Program, inputs, env=None):
             if node.op == "input":
                 idx = node.attr["index"]
                 vals[i] = coerce_input(idx, inputs[idx], node.type)
-            elif node.op in EXTERNAL:
+            elif node.op in GroupOp.RUNTIME:  # values from (and puts to) the runtime
                 if env is None:
                     raise ValidationError(f"node %{i} ({node.op}) needs the runtime (channels or intrinsics). "
                                           "Fix: run this program as an epilogue of a ForwardPass")

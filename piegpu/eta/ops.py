@@ -2,7 +2,9 @@
 
 The tracer, validator (Program.from_bytes), interpreter and every emitter are
 driven from OPS; each backend holds one rule per op name and a test fails when a
-backend lacks a rule for an op of a kind it supports.
+backend lacks a rule for an op of a kind it supports. Code that needs a set of ops
+(the elementwise ones, the runtime ones, ...) takes it from GroupOp at the end of
+this file, derived from the rows, never spelled out by hand.
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ class OpDef:
     """One row of the op table."""
 
     name: str
-    kind: str  # elementwise | reduce | scan | shape | index | order | linear | random | source | effect
+    kind: str  # elementwise | reduce | scan | shape | index | scatter | order | linear | random | source | effect
     arity: int | None  # None: variadic (>= 1)
     attrs: tuple  # ((attr name, attr kind), ...)
     infer: Callable  # (op, [TType], attrs dict) -> TType | None (None for effects)
     doc: str = ""
+    runtime: bool = False  # a runtime buffer (intrinsic, channel) that only a ForwardPass provides
+    expensive: bool = False  # many instructions per element: worth storing once rather than recomputing
 
 
 OPS: dict[str, OpDef] = {}
@@ -75,8 +79,8 @@ def check_shape(op: str, shape) -> tuple:
     return shape
 
 
-def _def(name, kind, arity, attrs, infer, doc=""):
-    OPS[name] = OpDef(name, kind, arity, tuple(attrs), infer, doc)
+def _def(name, kind, arity, attrs, infer, doc="", **flags):
+    OPS[name] = OpDef(name, kind, arity, tuple(attrs), infer, doc, **flags)
 
 
 # ---- dtype predicates used by the elementwise rules ------------------------------
@@ -105,35 +109,41 @@ def _same_types(op: str, ins: list) -> None:
                  "broadcast(x, shape) first; operators broadcast automatically")
 
 
-def _unary(name: str, pred, out: DType | None = None, doc: str = ""):
+def _unary(name: str, pred, out: DType | None = None, doc: str = "", expensive: bool = False):
     def infer(op, ins, attrs):
         _need(op, ins[0], pred[0], pred[1], pred[2])
         return TType(out or ins[0].dtype, ins[0].shape)
-    _def(name, "elementwise", 1, (), infer, doc)
+    _def(name, "elementwise", 1, (), infer, doc, expensive=expensive)
 
 
-def _binary(name: str, pred, out: DType | None = None, doc: str = ""):
+def _binary(name: str, pred, out: DType | None = None, doc: str = "", expensive: bool = False):
     def infer(op, ins, attrs):
         _same_types(op, ins)
         _need(op, ins[0], pred[0], pred[1], pred[2])
         return TType(out or ins[0].dtype, ins[0].shape)
-    _def(name, "elementwise", 2, (), infer, doc)
+    _def(name, "elementwise", 2, (), infer, doc, expensive=expensive)
 
 
 for _n in ("neg", "abs_"):
     _unary(_n, NUM)
 _unary("sign", NUM, doc="-1, 0 or 1 (NaN stays NaN)")
-for _n in ("recip", "exp", "log", "sqrt", "rsqrt", "tanh", "floor"):
-    _unary(_n, FLT)
+_unary("recip", FLT)
+for _n in ("exp", "log", "sqrt", "rsqrt", "tanh"):
+    _unary(_n, FLT, expensive=True)
+_unary("floor", FLT)
 for _n in ("sin", "cos"):  # GPU drivers reduce the argument in f32; beyond 2^24 every backend differs
-    _unary(_n, FLT, doc="radians; accurate to ~1e-7 for |x| < 2^24 (1.7e7), implementation-defined beyond")
+    _unary(_n, FLT, doc="radians; accurate to ~1e-7 for |x| < 2^24 (1.7e7), implementation-defined beyond",
+           expensive=True)
 _unary("isnan", FLT, dtype.bool, "True where x is NaN")
 _unary("isinf", FLT, dtype.bool, "True where x is +inf or -inf")
 _unary("not_", BOOL)
 _unary("bit_not", INT)
-for _n in ("add", "sub", "mul", "div", "rem", "maximum", "minimum"):
+for _n in ("add", "sub", "mul", "div"):
     _binary(_n, NUM)
-_binary("pow", FLT, doc="C pow semantics: negative base allowed with integral exponent")
+_binary("rem", NUM, expensive=True)  # f32 rem is an exact fmod: a loop over the exponent difference
+for _n in ("maximum", "minimum"):
+    _binary(_n, NUM)
+_binary("pow", FLT, doc="C pow semantics: negative base allowed with integral exponent", expensive=True)
 for _n in ("eq", "ne"):
     _binary(_n, ANY, dtype.bool)
 for _n in ("lt", "le", "gt", "ge"):
@@ -353,7 +363,7 @@ def _infer_rng(op, ins, attrs):
 
 
 _def("rng", "random", 1, (("shape", A_SHAPE),), _infer_rng,
-     "uniform in (0, 1), a pure function of (key, counter, flat index)")
+     "uniform in (0, 1), a pure function of (key, counter, flat index)", expensive=True)  # four integer hashes
 
 
 # ---- sources and effects --------------------------------------------------------------
@@ -378,11 +388,11 @@ _def("const", "source", 0, (("dtype", A_DTYPE), ("bits", A_INT)), _infer_const,
      "a rank-0 constant; `bits` is its 32-bit pattern, so -0.0 and NaN payloads hash exactly")
 _def("iota", "source", 0, (("n", A_INT),), _infer_iota, "0, 1, ..., n-1 as u32")
 _def("intrinsic", "source", 0, (("name", A_STR), ("index", A_INT), ("dtype", A_DTYPE), ("shape", A_SHAPE)),
-     _infer_source, "a value the runtime provides, e.g. the logits of readout row `index`")
+     _infer_source, "a value the runtime provides, e.g. the logits of readout row `index`", runtime=True)
 _def("chan_take", "source", 0, (("slot", A_INT), ("seq", A_INT), ("dtype", A_DTYPE), ("shape", A_SHAPE)),
-     _infer_source, "the seq-th oldest cell of a channel, consumed when the pass commits")
+     _infer_source, "the seq-th oldest cell of a channel, consumed when the pass commits", runtime=True)
 _def("chan_read", "source", 0, (("slot", A_INT), ("dtype", A_DTYPE), ("shape", A_SHAPE)),
-     _infer_source, "the oldest cell of a channel, not consumed")
+     _infer_source, "the oldest cell of a channel, not consumed", runtime=True)
 
 
 def _infer_put(op, ins, attrs):
@@ -390,7 +400,7 @@ def _infer_put(op, ins, attrs):
 
 
 _def("chan_put", "effect", 1, (("slot", A_INT), ("seq", A_INT)), _infer_put,
-     "append a cell; all puts of one pass commit together")
+     "append a cell; all puts of one pass commit together", runtime=True)
 
 
 def infer(name: str, ins: list, attrs: dict) -> TType | None:
@@ -403,3 +413,35 @@ def infer(name: str, ins: list, attrs: dict) -> TType | None:
     if opdef.arity is None and not ins:
         fail(name, "takes at least one input", "pass a list of tensors")
     return opdef.infer(name, ins, attrs)
+
+
+# ---- op groups: named sets of op names, derived from the rows above (tinygrad's GroupOp) ----
+
+def _where(pred: Callable) -> tuple:
+    return tuple(n for n, d in OPS.items() if pred(d))
+
+
+def _kinds(*kinds: str) -> tuple:
+    return _where(lambda d: d.kind in kinds)
+
+
+class GroupOp:
+    """Op names by role, in table order. Test membership here; never spell a set of op names out."""
+
+    UNARY = _where(lambda d: d.kind == "elementwise" and d.arity == 1 and not d.attrs)
+    BINARY = _where(lambda d: d.kind == "elementwise" and d.arity == 2)
+    ELEMENTWISE = _kinds("elementwise")  # unary, binary, compare, logic, select, cast, bitcast
+    EXPENSIVE = _where(lambda d: d.expensive)
+    REDUCE = _kinds("reduce")
+    SCAN = _kinds("scan")
+    ORDER = _kinds("order")  # top-k and sorts
+    LINEAR = _kinds("linear")
+    SCATTER = _kinds("scatter")
+    # Stored by a kernel template of their own (region boundaries); every other op is inlined.
+    TEMPLATED = _kinds("reduce", "scan", "order", "linear", "scatter")
+    SHAPE = _kinds("shape")
+    INDEX = _kinds("index")
+    SOURCE = _kinds("source")  # no inputs: program inputs, constants, runtime buffers
+    RUNTIME = _where(lambda d: d.runtime)  # intrinsic and the channel ops: only a ForwardPass runs them
+    CHANNEL = _where(lambda d: d.runtime and "slot" in dict(d.attrs))  # take, read, put
+    COMMITTED = _where(lambda d: d.runtime and "seq" in dict(d.attrs))  # take, put: move a ring when the pass commits

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..dtypes import dtype
 from ..errors import ValidationError
-from .ops import A_DTYPE, A_INT, A_SHAPE, A_STR, OPS, TType, check_shape, infer
+from .ops import A_DTYPE, A_INT, A_SHAPE, A_STR, OPS, GroupOp, TType, check_shape, infer
 
 MAGIC = b"PIEETA"
 VERSION = 1
@@ -89,7 +89,7 @@ class Program:
     @property
     def is_pure(self) -> bool:
         """True when the program uses no channels and no runtime intrinsics."""
-        return not any(n.op in ("intrinsic", "chan_take", "chan_read", "chan_put") for n in self.nodes)
+        return not any(n.op in GroupOp.RUNTIME for n in self.nodes)
 
     def __repr__(self) -> str:
         return f"<eta.Program {len(self.nodes)} nodes, {len(self.outputs)} outputs, hash {self.hash[:12]}>"
@@ -113,12 +113,12 @@ class Program:
 
     # ---- backends -----------------------------------------------------------------
     def emit(self, target: str, **options):
-        """Device code for `target`: wgsl/msl/cuda/hip/stablehlo -> str, spirv -> bytes."""
+        """Device code for `target` (piegpu.targets.TARGETS): spirv -> bytes, every other target -> str."""
         from .backends import emit
         return emit(self, target, **options)
 
     def run(self, *args, backend: str = "interp", **options):
-        """Run on numpy inputs; one numpy array per output (a tuple if several)."""
+        """Run on numpy inputs ("interp" or a target with a runner); one array per output (a tuple if several)."""
         from .backends import run
         return run(self, args, backend, **options)
 
@@ -287,7 +287,7 @@ def _check_node(i: int, node: Node, nodes: list, channels: list, inputs_seen: se
         raise ValidationError(f"{where}: constant bits {attrs['bits']} are not a 32-bit pattern")
     if node.op == "const" and attrs["dtype"] == dtype.bool and attrs["bits"] not in (0, 1):
         raise ValidationError(f"{where}: bool constant must be 0 or 1")
-    if node.op in ("chan_take", "chan_read", "chan_put"):
+    if node.op in GroupOp.CHANNEL:
         slot = attrs["slot"]
         if not 0 <= slot < len(channels):
             raise ValidationError(f"{where}: channel slot {slot} out of range ({len(channels)} channels)")

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..dtypes import DType, dtype
 from ..errors import TraceError, ValidationError
-from .ops import OPS, TType, check_shape, infer
+from .ops import OPS, GroupOp, TType, check_shape, infer
 from .program import Node, Program
 
 _active = threading.local()
@@ -81,7 +81,7 @@ class Builder:
     def finish(self, outputs) -> Program:
         """Drop dead nodes, renumber, and build the Program."""
         live = set()
-        roots = [i for i, n in enumerate(self.nodes) if n.op in ("input", "chan_put", "chan_take")]
+        roots = [i for i, n in enumerate(self.nodes) if n.op == "input" or n.op in GroupOp.COMMITTED]
         roots += [t._id for t in outputs]
         stack = list(roots)
         while stack:
@@ -350,7 +350,7 @@ def trace(fn, *specs, context=None, prelude=None) -> Program:
     for o in outs:
         if not isinstance(o, Tensor) or o._b is not b:
             raise TraceError(f"trace: output {o!r} is not a tensor of this trace. Fix: return traced tensors")
-    if not outs and not any(n.op in ("chan_put", "chan_take") for n in b.nodes):
+    if not outs and not any(n.op in GroupOp.COMMITTED for n in b.nodes):
         raise TraceError(f"trace: {getattr(fn, '__name__', fn)} has no outputs and no channel puts. "
                          "Fix: return the tensors you want, or put them into channels")
     if len(outs) > 64:

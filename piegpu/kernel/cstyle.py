@@ -1,4 +1,4 @@
-"""The C-family renderer: one statement walker, per-target rule tables (WGSL, MSL, CUDA, HIP)."""
+"""The C-family renderer: one statement walker, per-target rule tables (WGSL here; MSL, CUDA, HIP via cxx.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import struct
 
 from ..errors import CompileError
 from . import ir
+from .render import Renderer
 
 
 def f32_bits(v: float) -> int:
@@ -31,7 +32,7 @@ def kind(dt) -> str:
     return dt.kind
 
 
-class CStyle:
+class CStyle(Renderer):
     """Base renderer. A target sets the tables and overrides the few syntax hooks."""
 
     target = "c"
@@ -163,7 +164,7 @@ class CStyle:
     def kernel_open(self, k: ir.Kernel, plan) -> list:
         raise NotImplementedError
 
-    def module(self, plan) -> str:
+    def render(self, plan) -> str:
         """The whole source: header, bindings, prelude helpers, every kernel."""
         lines = self.module_open(plan)
         for k in plan.kernels:

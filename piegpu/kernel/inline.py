@@ -10,8 +10,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..channel_layout import HEADER_WORDS, RING
-from ..eta.program import const_value
 from ..eta.counter_rng import KEY_SALT, M1, M2, STREAM_SALT
+from ..eta.ops import GroupOp
+from ..eta.program import const_value
 from . import ir
 from .ir import BOOL, F32, I32, U32, Const, Expr, Let, Var
 
@@ -173,7 +174,7 @@ class KernelBuilder:
                 buf, base = loc
                 e = self.let(ir.Load(buf, ir.add(base, ir.linear(idx, node.type.shape)), node.type.dtype))
             else:
-                rule = INLINE.get(node.op) or (_elementwise if node.op in ELEMENTWISE else None)
+                rule = INLINE.get(node.op) or (_elementwise if node.op in GroupOp.ELEMENTWISE else None)
                 if rule is None:
                     raise AssertionError(f"op {node.op} is neither realized nor inlinable")
                 e = self.let(rule(self, node, idx))
@@ -337,8 +338,6 @@ def _intrinsic(kb, node, idx) -> Expr:
     return ir.Load(b.name, ir.add(ir.u32(row), ir.linear(idx, node.type.shape)), node.type.dtype)
 
 
-ELEMENTWISE = frozenset()  # filled below from the op table
-
 INLINE = {
     "const": _const,
     "iota": _iota,
@@ -355,12 +354,3 @@ INLINE = {
     "chan_read": _chan_take,
     "intrinsic": _intrinsic,
 }
-
-
-def _init():
-    global ELEMENTWISE
-    from ..eta.ops import OPS
-    ELEMENTWISE = frozenset(n for n, d in OPS.items() if d.kind == "elementwise")
-
-
-_init()

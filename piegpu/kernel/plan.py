@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..channel_layout import HEADER_WORDS
 from ..errors import CompileError
-from ..eta.ops import OPS
+from ..eta.ops import GroupOp
 from ..eta.program import Program
 from . import ir
-from ..channel_layout import HEADER_WORDS
 from .ir import Binding, Kernel
 
-# Ops computed by a kernel template of their own; everything else is inlined.
-TEMPLATE_KINDS = ("reduce", "scan", "order", "linear", "scatter")
-# Inputs of these are stored first: their kernels read each input element many times.
-REREAD_INPUTS = ("order", "linear")
-CHEAP_SOURCES = ("input", "intrinsic", "chan_take", "chan_read", "const", "iota")
+# Ops of GroupOp.TEMPLATED are computed by a kernel template of their own (templates.TEMPLATES);
+# everything else is inlined. Inputs of these are stored first (unless they are sources, cheap
+# to load): their kernels read each input element many times.
+REREAD_INPUTS = GroupOp.ORDER + GroupOp.LINEAR
 
 
 @dataclass
@@ -84,7 +83,6 @@ def _consumers(prog: Program) -> list:
     return uses
 
 
-EXPENSIVE = frozenset(("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "pow", "rem", "rng"))
 SHARED_MIN = 3  # kernels that inline the same expensive value before it is stored once instead
 
 
@@ -116,7 +114,7 @@ def _shared_expensive(prog: Program, stored: set) -> set:
                 count[i] = count.get(i, 0) + 1
         for i in sorted(count):
             node = prog.nodes[i]
-            if OPS[node.op].kind != "elementwise":
+            if node.op not in GroupOp.ELEMENTWISE:
                 continue
             seen, stack, hit = set(), [i], False
             while stack and not hit:
@@ -124,7 +122,7 @@ def _shared_expensive(prog: Program, stored: set) -> set:
                 if j in seen or (j != i and (j in stored or j in added)):
                     continue
                 seen.add(j)
-                hit = prog.nodes[j].op in EXPENSIVE
+                hit = prog.nodes[j].op in GroupOp.EXPENSIVE
                 stack.extend(prog.nodes[j].inputs)
             costly[i] = hit
         pick = [i for i in count if count[i] >= SHARED_MIN and costly.get(i)]
@@ -148,12 +146,11 @@ def plan(prog: Program, limits: Limits | None = None) -> Plan:
 
     stored = set()
     for i, n in enumerate(prog.nodes):
-        kind = OPS[n.op].kind
-        if n.op == "input" or kind in TEMPLATE_KINDS:
+        if n.op == "input" or n.op in GroupOp.TEMPLATED:
             stored.add(i)
-        if kind in REREAD_INPUTS:
+        if n.op in REREAD_INPUTS:
             for j in n.inputs:
-                if prog.nodes[j].op not in CHEAP_SOURCES:
+                if prog.nodes[j].op not in GroupOp.SOURCE:
                     stored.add(j)
     stored |= _shared_expensive(prog, stored)
     for nid in sorted(stored):
@@ -167,11 +164,10 @@ def plan(prog: Program, limits: Limits | None = None) -> Plan:
     # Kernels in topological order: stored nodes are computed by their template.
     for nid in sorted(stored):
         n = prog.nodes[nid]
-        kind = OPS[n.op].kind
         if n.op == "input":
             continue
-        if kind in TEMPLATE_KINDS:
-            templates.TEMPLATES[kind](p, nid)
+        if n.op in GroupOp.TEMPLATED:
+            templates.TEMPLATES[n.op](p, nid)
         else:
             templates.materialize(p, [(nid, [("arena", p.slots[nid])])])
 

@@ -1,1 +1,1 @@
-"""eta -> Metal Shading Language (emit.py; the C++ rules come from piegpu.cuda.cxx)."""
+"""eta -> Metal Shading Language (emit.py; the C++ rules come from piegpu/kernel/cxx.py)."""

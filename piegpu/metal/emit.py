@@ -10,8 +10,8 @@ Launch layout of the emitted library (one MSL source per program):
   inputs and outputs live in the arena at `plan.inputs` / `plan.outputs` word offsets.
 - Threadgroups per grid: `kernel.cstyle.grid(kernel.groups, plan.limits.max_groups_per_dim)`
   as (x, y, 1) with dispatchThreadgroups; a threadgroup beyond `groups` returns at once.
-  Threads per threadgroup: (kernel.workgroup, 1, 1). Planning uses cuda.cxx.CXX_LIMITS
-  (1024 threads, 65535 groups per dimension) unless `emit(..., limits=...)` says otherwise.
+  Threads per threadgroup: (kernel.workgroup, 1, 1). Planning uses kernel/cxx.CXX_LIMITS
+  (1024 threads, 65535 groups per dimension) unless `emit(prog, limits)` says otherwise.
 - Threadgroup arrays are declared inside each kernel; no setThreadgroupMemoryLength is needed.
 - A comment above each kernel repeats its threadgroup grid and size.
 
@@ -24,18 +24,16 @@ f32 subnormals to zero.
 
 from __future__ import annotations
 
-from ..cuda.cxx import CxxStyle, cxx_ops, plan_cxx
-from ..eta.program import Program
 from ..kernel import ir
 from ..kernel.cstyle import grid
-from ..kernel.plan import Limits, Plan
+from ..kernel.cxx import CxxStyle, cxx_ops
 
 VERSION = "msl-3"
 _RELAXED = "memory_order_relaxed"
 
 
 class MSL(CxxStyle):
-    """Metal Shading Language rules."""
+    """Metal Shading Language rules. MSL(prefix) puts `prefix` before every kernel name."""
 
     target = "msl"
     version = VERSION
@@ -81,13 +79,3 @@ class MSL(CxxStyle):
                f"kernel void {self.prefix}{k.name}(" + (",\n    ".join(params)) + ") {"]
         out += [f"  threadgroup {self.type_name(s.dtype)} {self.shared_name(s.name)}[{s.size}];" for s in k.shared]
         return out + self.thread_ids(k, (gx, gy))
-
-
-def render(plan: Plan, prefix: str = "") -> str:
-    """MSL source of a plan: one `kernel void` function per KIR kernel."""
-    return MSL(prefix).module(plan)
-
-
-def emit(prog: Program, target: str = "msl", prefix: str = "", limits: Limits | None = None) -> str:
-    """MSL source for an eta program; `prefix` goes before every kernel name; `limits` default to CXX_LIMITS."""
-    return render(plan_cxx(prog, limits), prefix)

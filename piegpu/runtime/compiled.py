@@ -15,22 +15,34 @@ from ..kernel.cstyle import grid
 from ..kernel.plan import Limits, plan as make_plan
 from .device import Device, get_device, lost_device_error
 
-# target -> (module with render(plan) and VERSION)
-TARGET_MODULES = {"wgsl": "piegpu.wgsl.emit", "spirv": "piegpu.spirv.emit"}
 
-
-def _target_module(target: str):
-    import importlib
-    if target not in TARGET_MODULES:
-        raise CompileError(f"target {target!r} cannot run through wgpu. Fix: use 'wgsl' or 'spirv'")
-    return importlib.import_module(TARGET_MODULES[target])
+def _renderer(target: str):
+    """The renderer of a target wgpu runs (piegpu/targets.py); CompileError for any other target."""
+    from ..targets import WGPU_TARGETS, renderer
+    if target not in WGPU_TARGETS:
+        raise CompileError(f"target {target!r} cannot run through wgpu. Fix: use one of {list(WGPU_TARGETS)}")
+    return renderer(target)
 
 
 _digests: dict = {}
 
 
+def emitter_sources(target: str) -> list:
+    """Every source file that produces `target`'s kernels: their bytes are part of its cache key."""
+    import inspect
+    from pathlib import Path
+    root = Path(__file__).parent.parent
+    package = Path(inspect.getfile(type(_renderer(target)))).parent  # rules may live in sibling modules
+    return (sorted(root.joinpath("kernel").glob("*.py"))  # planner, templates, the C-style and C++ bases
+            + sorted(package.glob("*.py"))
+            + [root / "targets.py",  # which renderer a target name means
+               root / "eta" / "ops.py",  # the op groups that decide what is stored and templated
+               root / "eta" / "interp.py", root / "eta" / "counter_rng.py",  # constant folding, RNG
+               root / "channel_layout.py"])  # channel ring headers, read and advanced by kernels
+
+
 def emitter_version(target: str) -> str:
-    """The target's declared VERSION plus a digest of the planner and emitter sources.
+    """The target's declared version plus a digest of emitter_sources(target).
 
     Any edit to the code that produces kernels changes the cache key, so a stale
     artifact from an older emitter is never served.
@@ -38,16 +50,10 @@ def emitter_version(target: str) -> str:
     hit = _digests.get(target)
     if hit is None:
         import hashlib
-        from pathlib import Path
-        mod = _target_module(target)
         h = hashlib.sha256()
-        # every file of the target's package: an emitter may keep its rules in sibling modules
-        root = Path(__file__).parent.parent
-        files = (sorted(root.joinpath("kernel").glob("*.py")) + sorted(Path(mod.__file__).parent.glob("*.py"))
-                 + [root / "eta" / "interp.py", root / "eta" / "counter_rng.py"])  # constant folding, RNG
-        for f in files:
+        for f in emitter_sources(target):
             h.update(f.read_bytes())
-        hit = _digests[target] = f"{mod.VERSION}+{h.hexdigest()[:12]}"
+        hit = _digests[target] = f"{_renderer(target).version}+{h.hexdigest()[:12]}"
     return hit
 
 
@@ -60,9 +66,8 @@ def limits_of(dev: Device) -> Limits:
 
 def build_artifact(prog, target: str, dev: Device) -> bytes:
     """Plan and emit `prog` for `target`: JSON metadata, a NUL, then the code."""
-    mod = _target_module(target)
     p = make_plan(prog, limits_of(dev))
-    code = mod.render(p)
+    code = _renderer(target).render(p)
     meta = {
         "target": target,
         "bindings": [{"name": b.name, "kind": b.kind, "words": b.words, "info": b.info} for b in p.bindings],

@@ -95,8 +95,10 @@ class Pipeline:
         self.gpu = model.gpu
         self.device = self.gpu.device
         self.target = target or os.environ.get("PIEGPU_EPILOGUE_TARGET", "wgsl")
-        if self.target not in ("wgsl", "spirv"):
-            raise ValidationError(f"epilogue target {self.target!r} cannot run through wgpu. Fix: 'wgsl' or 'spirv'")
+        from ..targets import WGPU_TARGETS
+        if self.target not in WGPU_TARGETS:
+            raise ValidationError(f"epilogue target {self.target!r} cannot run through wgpu. "
+                                  f"Fix: use one of {list(WGPU_TARGETS)}")
         if window is None:
             window = CPU_WINDOW if model.gpu.dev.is_cpu else WINDOW
         if window < 1:

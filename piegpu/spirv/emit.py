@@ -27,6 +27,7 @@ from ..errors import CompileError
 from ..kernel import ir
 from ..kernel.cstyle import f32_bits, grid
 from ..kernel.ir import BOOL, F32, I32, U32
+from ..kernel.render import Renderer
 from . import spec
 from .module import Function, Module, instruction, string_words
 from .prelude import HELPERS
@@ -395,12 +396,11 @@ class Emitter:
         return self.mod.to_bytes()
 
 
-def render(plan) -> bytes:
-    """SPIR-V module of a plan: one GLCompute entry point per kernel."""
-    return Emitter(plan).module()
+class SPIRV(Renderer):
+    """The SPIR-V renderer: one GLCompute entry point per kernel of a plan, as module bytes."""
 
+    target = "spirv"
+    version = VERSION
 
-def emit(prog, target: str = "spirv", **options) -> bytes:
-    """SPIR-V module bytes for an eta program."""
-    from ..kernel.plan import plan as make_plan
-    return render(make_plan(prog, **options))
+    def render(self, plan) -> bytes:
+        return Emitter(plan).module()

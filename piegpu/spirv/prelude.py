@@ -1,17 +1,16 @@
-"""Helper OpFunctions shared by every kernel of a module: exact fmod and C pow (the WGSL prelude's)."""
+"""Helper OpFunctions shared by every kernel of a module: exact fmod and C pow (the WGSL prelude's).
+
+Each builder writes the body of one helper through `c`, the emit.Coder of that function
+(not imported here: emit.py imports this module).
+"""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from ..kernel.ir import BOOL, F32, I32, U32
 from .spec import OP
 
-if TYPE_CHECKING:
-    from .emit import Coder
 
-
-def build_fmod(c: "Coder") -> None:
+def build_fmod(c) -> None:
     """C fmod, exact for every finite input: integer long division of the mantissas.
 
     A float formula such as a - b * trunc(a / b) is wrong near multiples of b.
@@ -63,7 +62,7 @@ def build_fmod(c: "Coder") -> None:
     c.fn.ret(c.select(bad, c.nan(), c.op(OP.Load, F32, res), F32))
 
 
-def build_pow(c: "Coder") -> None:
+def build_pow(c) -> None:
     """C pow: 1 for b == 0 or a == 1; NaN in; |a| == 1 with infinite b is 1; negative base needs an
     integral exponent (sign from its parity); 0 to a negative power is inf; else exp2(b * log2|a|)."""
     a, b = c.params

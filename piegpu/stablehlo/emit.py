@@ -20,8 +20,10 @@ from math import prod
 
 from ..errors import CompileError
 from ..eta.counter_rng import KEY_SALT, M1, M2, STREAM_SALT
-from ..eta.ops import OPS
+from ..eta.ops import OPS, GroupOp
 from ..eta.program import Program, const_value
+from ..kernel.plan import Limits
+from ..kernel.render import Renderer
 from .mlir import BOOL, F32, I32, U32, Builder, Val
 
 VERSION = "stablehlo-2"
@@ -325,17 +327,27 @@ RULES = {
     "top_k_idx": _top_k, "matmul": _matmul, "rng": _rng, "const": _const, "iota": _iota,
     "input": lambda b, n: Val(f"%arg{n.attr['index']}", n.type.dtype, n.type.shape),  # @main's arguments
 }
-# Only a ForwardPass provides these (runtime buffers); a StableHLO module has no such inputs.
-RUNTIME_OPS = ("intrinsic", "chan_take", "chan_read", "chan_put")
 
 
-def emit(prog: Program, target: str = "stablehlo") -> str:
-    """The StableHLO MLIR text of a pure eta program: `func.func public @main(inputs) -> outputs`."""
-    runtime = sorted({n.op for n in prog.nodes if n.op in RUNTIME_OPS})
-    if runtime:
-        raise CompileError(f"stablehlo: program {prog.hash[:12]} uses {runtime}, which only a ForwardPass "
-                           "provides. Fix: emit a program without channels and intrinsics (pass the values "
-                           "as inputs), or use the wgsl/spirv targets")
+class StableHLO(Renderer):
+    """The StableHLO renderer: tensor-level, straight from the eta nodes (no plan, so no limits)."""
+
+    target = "stablehlo"
+    version = VERSION
+
+    def emit(self, prog: Program, limits: Limits | None = None) -> str:
+        """The StableHLO MLIR text of a pure eta program: `func.func public @main(inputs) -> outputs`."""
+        # Only a ForwardPass provides GroupOp.RUNTIME values (runtime buffers); a module has no such inputs.
+        runtime = sorted({n.op for n in prog.nodes if n.op in GroupOp.RUNTIME})
+        if runtime:
+            raise CompileError(f"stablehlo: program {prog.hash[:12]} uses {runtime}, which only a ForwardPass "
+                               "provides. Fix: emit a program without channels and intrinsics (pass the values "
+                               "as inputs), or use the wgsl/spirv targets")
+        return _module(prog)
+
+
+def _module(prog: Program) -> str:
+    """The module text: one RULES entry per node, in program order."""
     b = Builder()
     vals: dict = {}
     args = [Val(f"%arg{i}", t.dtype, t.shape) for i, t in enumerate(prog.input_types)]

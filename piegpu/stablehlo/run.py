@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CompileError, ValidationError
 from ..eta.interp import coerce_input
 from ..eta.program import Program
-from .emit import VERSION, emit
+from .emit import VERSION, StableHLO
 
 _executables: dict = {}
 _lock = threading.Lock()
@@ -54,7 +54,7 @@ def executable(prog: Program):
     with _lock:
         hit = _executables.get(key)
     if hit is None:
-        hit = compile_text(emit(prog))
+        hit = compile_text(StableHLO().emit(prog))
         with _lock:
             _executables[key] = hit
     return hit

@@ -1,4 +1,9 @@
-"""The WGSL target: rule tables over the shared C-family renderer."""
+"""The WGSL target: rule tables over the shared C-family renderer (kernel/cstyle.py).
+
+Elementwise op rules are WGSL.ops and WGSL.casts below; every other op becomes KIR in
+piegpu/kernel/ first (which file: the table in piegpu/targets.py). wgpu (naga) validates
+and translates the source.
+"""
 
 from __future__ import annotations
 
@@ -98,6 +103,7 @@ class WGSL(CStyle):
     """WGSL rules."""
 
     target = "wgsl"
+    version = VERSION
     types = {"f32": "f32", "i32": "i32", "u32": "u32", "bool": "bool"}
     ops = {
         "neg": "(-{0})", "neg.uint": "(0u - {0})", "neg.float": "(-{0})",
@@ -215,14 +221,3 @@ class WGSL(CStyle):
                 lines.append(f"@group(0) @binding({i}) var<storage, read_write> {b.name}_at: array<atomic<u32>>;")
         lines.append(self.prelude)
         return lines
-
-
-def render(plan) -> str:
-    """WGSL source of a plan: one module, one entry point per kernel."""
-    return WGSL().module(plan)
-
-
-def emit(prog, target: str = "wgsl", **options) -> str:
-    """WGSL source for an eta program."""
-    from ..kernel.plan import plan as make_plan
-    return render(make_plan(prog, **options))

@@ -131,7 +131,3 @@ def exact_case(op: str) -> bool:
     """Whether outputs of this op's cases must match bit for bit (transcendentals and sums get a tolerance)."""
     return op not in ("recip", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "pow", "reduce_sum",
                       "cumsum", "cumprod", "matmul", "scatter_add", "div")
-
-
-# Ops that only exist inside a ForwardPass (the runtime tests cover them).
-RUNTIME_OPS = {"intrinsic", "chan_take", "chan_read", "chan_put"}

@@ -11,17 +11,17 @@ _warned = []
 
 @pytest.fixture(autouse=True)
 def validated_modules(monkeypatch):
-    """Record the modules piegpu.spirv.emit.render produces during a test; spirv-val each one after it."""
-    import piegpu.spirv.emit as spirv_emit
+    """Record the modules the SPIR-V renderer produces during a test; spirv-val each one after it."""
+    from piegpu.spirv.emit import SPIRV
     modules: list = []
-    real = spirv_emit.render
+    real = SPIRV.render
 
-    def recording(plan):
-        module = real(plan)
+    def recording(self, plan):
+        module = real(self, plan)
         modules.append(module)
         return module
 
-    monkeypatch.setattr(spirv_emit, "render", recording)
+    monkeypatch.setattr(SPIRV, "render", recording)
     yield modules
     if SPIRV_VAL is None:
         if not _warned:

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 from typing import Callable
 
-from ..kernel import ir
-from ..kernel.cstyle import CStyle, f32_bits, f32_repr
-from ..kernel.plan import Limits, Plan, plan as make_plan
+from . import ir
+from .cstyle import CStyle, f32_bits, f32_repr
+from .plan import Limits
 
 # CUDA, HIP and Apple GPUs all run 1024 threads per group; the grid is still folded at
 # 65535 groups per dimension, the smallest y limit among them.
@@ -200,11 +200,6 @@ CASTS = {
 }
 
 
-def plan_cxx(prog, limits: Limits | None = None) -> Plan:
-    """Plan a program for a C++ target (CXX_LIMITS unless the device says otherwise)."""
-    return make_plan(prog, limits or CXX_LIMITS)
-
-
 def _names(node, kinds: tuple) -> set:
     """Names of the Var/Builtin nodes of the given kinds read anywhere in a KIR tree."""
     found: set = set()
@@ -258,6 +253,7 @@ class CxxStyle(CStyle):
     casts = CASTS
     prelude = PRELUDE
     version = "cxx"
+    limits = CXX_LIMITS
     header: tuple = ()  # lines that define ETA_FN, ETA_AS_FLOAT, ETA_AS_UINT, ETA_MATH
     # the target's spelling of: thread index in the group, group x and y, number of groups in x
     local_index = group_x = group_y = groups_x = ""

@@ -1,0 +1,161 @@
+"""Kernel templates of top_k_idx (top_k and sort_desc): k argmax rounds for small k, else a bitonic sort."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from . import ir
+from .inline import KernelBuilder
+from .ir import BOOL, I32, U32
+from .reductions import arg_key, value_limits
+from .workgroups import LID, WID, choose_wg, finish, node_of, rows_of
+
+ROUNDS_MAX_K = 32  # top-k by k argmax rounds up to this k; a bitonic sort above it
+
+
+def order(p, nid: int) -> None:
+    """top_k_idx: k argmax rounds for small k, else a bitonic sort per row."""
+    node = node_of(p, nid)
+    k = node.attr["k"]
+    if k <= ROUNDS_MAX_K and k < rows_of(p, nid)[1]:
+        _top_k_rounds(p, nid, k)
+    else:
+        _bitonic(p, nid, k)
+
+
+def _before(a, ai, b, bi):
+    """(a, ai) comes before (b, bi) in (value desc, index asc) order."""
+    return ir.op("or_", ir.op("gt", a, b, dt=BOOL),
+                 ir.op("and_", ir.op("eq", a, b, dt=BOOL), ir.lt(ai, bi), dt=BOOL), dt=BOOL)
+
+
+def _top_k_rounds(p, nid: int, k: int) -> None:
+    node = node_of(p, nid)
+    x, n, rows = rows_of(p, nid)
+    dt = x.type.dtype
+    lo, _ = value_limits(dt)
+    wg = choose_wg(p, lambda w: k * (ceil(n / w) + w), f"top_k k={k} over {n} elements", prefer=256)
+    kb = KernelBuilder(p, "top_k")
+    out, lead, xid = p.slots[nid], x.type.shape[:-1], node.inputs[0]
+    ridx = ir.delinear(WID, lead)
+    none = ir.u32(n)  # "no element yet"
+    lastv = kb.var(lo, "lv")
+    lasti = kb.var(none, "li")  # round 0: no previous element
+
+    def round_(r):
+        bv = kb.var(lo, "bv")
+        bi = kb.var(none, "bi")
+
+        def scan_one(j):
+            key = arg_key(kb, kb.value(xid, ridx + [j]), True)
+            after = ir.op("or_", ir.op("eq", lasti, none, dt=BOOL), _before(lastv, lasti, key, j), dt=BOOL)
+            better = ir.op("or_", ir.op("eq", bi, none, dt=BOOL), _before(key, j, bv, bi), dt=BOOL)
+            take = kb.let(ir.op("and_", after, better, dt=BOOL), "t")
+            kb.emit(ir.Assign(bv.name, ir.select(take, key, bv)))
+            kb.emit(ir.Assign(bi.name, ir.select(take, j, bi)))
+
+        kb.for_(LID, ir.u32(n), scan_one, ir.u32(wg))
+        kb.emit(ir.SStore("pv", LID, bv))
+        kb.emit(ir.SStore("pi", LID, bi))
+        kb.emit(ir.Barrier())
+
+        def combine():
+            cv = kb.var(ir.SLoad("pv", ir.u32(0), dt), "cv")
+            ci = kb.var(ir.SLoad("pi", ir.u32(0), U32), "ci")
+
+            def merge(u):
+                v = kb.let(ir.SLoad("pv", u, dt))
+                i = kb.let(ir.SLoad("pi", u, U32))
+                valid = ir.op("ne", i, none, dt=BOOL)
+                take = kb.let(ir.op("and_", valid, ir.op("or_", ir.op("eq", ci, none, dt=BOOL),
+                                                          _before(v, i, cv, ci), dt=BOOL), dt=BOOL), "t")
+                kb.emit(ir.Assign(cv.name, ir.select(take, v, cv)))
+                kb.emit(ir.Assign(ci.name, ir.select(take, i, ci)))
+            kb.for_(ir.u32(1), ir.u32(wg), merge)
+            kb.emit(ir.Store("arena", ir.add(ir.u32(out), ir.add(ir.mul(WID, ir.u32(k)), r)), ir.cast(ci, I32)))
+            kb.emit(ir.SStore("bestv", ir.u32(0), cv))
+            kb.emit(ir.SStore("besti", ir.u32(0), ci))
+
+        kb.if_(ir.op("eq", LID, ir.u32(0), dt=BOOL), combine)
+        kb.emit(ir.Barrier())
+        kb.emit(ir.Assign(lastv.name, ir.SLoad("bestv", ir.u32(0), dt)))
+        kb.emit(ir.Assign(lasti.name, ir.SLoad("besti", ir.u32(0), U32)))
+
+    kb.for_(ir.u32(0), ir.u32(k), round_, hint="r")
+    shared = [ir.Shared("pv", dt, wg), ir.Shared("pi", U32, wg), ir.Shared("bestv", dt, 1),
+              ir.Shared("besti", U32, 1)]
+    finish(p, kb, wg, rows, shared, comment=f"top_k k={k} by rounds n={n}")
+
+
+def _bitonic(p, nid: int, k: int) -> None:
+    node = node_of(p, nid)
+    x, n, rows = rows_of(p, nid)
+    dt = x.type.dtype
+    size = 1
+    while size < n:
+        size *= 2
+    log = size.bit_length() - 1
+    keys = p.alloc(rows * size)
+    idxs = p.alloc(rows * size)
+    steps = log * (log + 1) // 2
+    wg = choose_wg(p, lambda w: ceil(size / w) + steps * ceil(size // 2 / w) + ceil(k / w),
+                   f"sorting {n} elements", prefer=256)
+    wg = min(wg, max(1, size // 2))
+    kb = KernelBuilder(p, "sort")
+    out, lead, xid = p.slots[nid], x.type.shape[:-1], node.inputs[0]
+    ridx = ir.delinear(WID, lead)
+    base = kb.let(ir.mul(WID, ir.u32(size)), "base")
+    sentinel = ir.u32(0xFFFFFFFF)
+
+    def load(i):
+        def real():
+            kb.emit(ir.Store("arena", ir.add(ir.u32(keys), ir.add(base, i)),
+                             arg_key(kb, kb.value(xid, ridx + [i]), True)))
+            kb.emit(ir.Store("arena", ir.add(ir.u32(idxs), ir.add(base, i)), i))
+
+        def pad():
+            kb.emit(ir.Store("arena", ir.add(ir.u32(idxs), ir.add(base, i)), sentinel))
+        kb.if_(ir.lt(i, ir.u32(n)), real, pad)
+
+    kb.for_(LID, ir.u32(size), load, ir.u32(wg))
+    kb.emit(ir.Barrier())
+
+    def before(av, ai, bv, bi):
+        real_a = ir.op("ne", ai, sentinel, dt=BOOL)
+        return ir.op("and_", real_a, ir.op("or_", ir.op("eq", bi, sentinel, dt=BOOL), _before(av, ai, bv, bi),
+                                           dt=BOOL), dt=BOOL)
+
+    def stage(s):  # blocks of 2^s elements
+        def step(e):  # compare distance 2^(s-1-e)
+            dist = kb.let(ir.op("shl", ir.u32(1), ir.sub(ir.sub(s, ir.u32(1)), e)), "d")
+            blk = kb.let(ir.op("shl", ir.u32(1), s), "blk")
+
+            def pair(q):
+                i = kb.let(ir.add(ir.mul(ir.div(q, dist), ir.mul(dist, ir.u32(2))), ir.rem(q, dist)), "i")
+                j = kb.let(ir.add(i, dist), "jj")
+                ia, ja = ir.add(base, i), ir.add(base, j)
+                av = kb.let(ir.Load("arena", ir.add(ir.u32(keys), ia), dt), "av")
+                ai = kb.let(ir.Load("arena", ir.add(ir.u32(idxs), ia), U32), "ai")
+                bv = kb.let(ir.Load("arena", ir.add(ir.u32(keys), ja), dt), "bv")
+                bi = kb.let(ir.Load("arena", ir.add(ir.u32(idxs), ja), U32), "bi")
+                desc = ir.op("eq", ir.op("bit_and", i, blk), ir.u32(0), dt=BOOL)
+                swap = kb.let(ir.select(desc, before(bv, bi, av, ai), before(av, ai, bv, bi)), "sw")
+
+                def do_swap():
+                    kb.emit(ir.Store("arena", ir.add(ir.u32(keys), ia), bv))
+                    kb.emit(ir.Store("arena", ir.add(ir.u32(idxs), ia), bi))
+                    kb.emit(ir.Store("arena", ir.add(ir.u32(keys), ja), av))
+                    kb.emit(ir.Store("arena", ir.add(ir.u32(idxs), ja), ai))
+                kb.if_(swap, do_swap)
+
+            kb.for_(LID, ir.u32(size // 2), pair, ir.u32(wg))
+            kb.emit(ir.Barrier())
+        kb.for_(ir.u32(0), s, step, hint="e")
+
+    kb.for_(ir.u32(1), ir.u32(log + 1), stage, hint="s")
+
+    def write(j):
+        v = ir.Load("arena", ir.add(ir.u32(idxs), ir.add(base, j)), U32)
+        kb.emit(ir.Store("arena", ir.add(ir.u32(out), ir.add(ir.mul(WID, ir.u32(k)), j)), ir.cast(v, I32)))
+    kb.for_(LID, ir.u32(k), write, ir.u32(wg))
+    finish(p, kb, wg, rows, comment=f"bitonic sort n={n} (padded {size}), k={k}")
