@@ -242,7 +242,7 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     """Every benchmark, side by side in this process (the numpy reference too)."""
     from .runtime.device import get_device
     from .model.default import default_model_dir
-    from .model.loaded import load_model
+    from .loaded import load_model
     from .samplers import greedy, top_p
     dev = get_device()
     model = load_model(verbose=False)

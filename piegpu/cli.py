@@ -56,7 +56,7 @@ def _checked_options(args) -> tuple:
 
 
 def _cmd_generate(args) -> int:
-    from .model.loaded import load_model
+    from .loaded import load_model
     sampler, watermark, schema = _checked_options(args)  # fail before the model loads
     model = load_model(args.model, verbose=True)
     if args.json or args.schema:

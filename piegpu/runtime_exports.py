@@ -2,7 +2,7 @@
 
 from .runtime.channel import Channel, channel_capacity
 from .runtime.forward import ForwardPass, StateGeometry
-from .model.loaded import Model, load_model
+from .loaded import Model, load_model
 from .runtime.pipeline import Pipeline
 from . import samplers
 

@@ -33,7 +33,8 @@ LAYERS = (
     ("targets", ("piegpu/wgsl/", "piegpu/spirv/", "piegpu/metal/", "piegpu/cuda/", "piegpu/stablehlo/")),
     ("runtime", ("piegpu/runtime/",)),
     ("model", ("piegpu/model/",)),
-    ("apps", ("piegpu/samplers/", "piegpu/inferlets/", "piegpu/generate.py")),
+    ("apps", ("piegpu/samplers/", "piegpu/inferlets/", "piegpu/generate.py",
+              "piegpu/loaded.py")),  # the user-facing Model: generate() builds sampling epilogues
     ("entry", ("piegpu/server/", "piegpu/cli.py",
                "piegpu/bench.py",  # `piegpu bench`
                "piegpu/__init__.py", "piegpu/__main__.py",

@@ -14,6 +14,7 @@ import os
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..errors import ChannelError, CompileError, ValidationError
 from ..eta import intrinsics as _intrinsics
@@ -86,8 +87,29 @@ class _Unsettled:
         return self.loop.is_closed() or (self.task is not None and self.task.done())
 
 
+class DeviceModel(Protocol):
+    """What the pipeline needs of a model on the device (piegpu.model.gpu_model.GpuModel is one).
+
+    The runtime sits below the model: it drives the forward pass through these calls
+    and never imports model code.
+    """
+
+    dev: object  # runtime.device.Device
+    device: object  # its wgpu device
+    config: object  # .vocab_size
+
+    def encode(self, cpass, ws, T: int, tokens, readout: tuple) -> tuple:
+        """Record the forward pass of T tokens (ids in channel buffer `tokens`); (logits buffer, dispatches)."""
+
+    def encode_advance(self, cpass, ws, T: int, keep=None) -> int:
+        """Record the KV length advance after a pass; returns the dispatch count."""
+
+
 class Pipeline:
-    """Runs ForwardPasses of one model: submit (depth 1) and run_ahead (a window in flight)."""
+    """Runs ForwardPasses of one model: submit (depth 1) and run_ahead (a window in flight).
+
+    `model` is anything with a `gpu` attribute that is a DeviceModel (a loaded Model).
+    """
 
     def __init__(self, model, target: str | None = None, window: int | None = None,
                  record_ahead: bool | None = None):

@@ -181,7 +181,7 @@ def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
         mixed = any(f in name for f in fused)  # these layers mix types here, so they become f16
         deq[name] = d.astype(np.float16).astype(np.float32) if kind == "Q5_0" or mixed else d
     gm = GpuModel(weights_from_gguf(cfg, raw))
-    from piegpu.model.loaded import Model
+    from piegpu.loaded import Model
     from tests.helpers import NullTokenizer
     model = Model(cfg, NullTokenizer(), gm, "gguf-tiny", None)
     run_parity(model, ReferenceModel(cfg, deq), [3, 1, 4, 1, 5], steps=3, tol=5e-5)

@@ -447,7 +447,7 @@ def _generate_cases() -> list:
 # ---- model files ------------------------------------------------------------------------------------
 
 def _load(c, d):
-    from piegpu.model.loaded import load_model
+    from piegpu.loaded import load_model
     load_model(d, verbose=False)
 
 
@@ -496,7 +496,7 @@ def _model_cases() -> list:
 
     def gguf_case(fn):
         def body(c):
-            from piegpu.model.loaded import load_model
+            from piegpu.loaded import load_model
             p = c.tmp / "bad.gguf"
             p.write_bytes(fn(c.gguf.read_bytes()))
             old = os.environ.get("PIEGPU_CACHE_DIR")

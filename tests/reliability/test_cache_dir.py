@@ -137,7 +137,7 @@ def test_model_preparation_into_a_full_cache_is_a_model_error(gpu, full_dir, mon
     mounted, d = full_dir
     if not mounted:
         (d / "models").write_text("a file where the models dir should be")  # unwritable instead of full
-    from piegpu.model.loaded import load_model
+    from piegpu.loaded import load_model
     from tests.reliability.cases import Ctx
     ctx = Ctx()
     try:

@@ -1,0 +1,98 @@
+"""Loading a model: config, tokenizer and chat template read, weights packed and uploaded to the device.
+
+piegpu.loaded.load_model() wraps what load_parts() returns in the user-facing Model.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ModelError
+from .config import LlamaConfig
+from .gpu_model import GpuModel
+from .weights import weights_from_gguf, weights_from_tensors
+from .packed import load_packed, save_packed, source_digest
+from .tokenizer import load_chat_template, load_tokenizer
+
+
+
+def _say(verbose: bool, msg: str) -> None:
+    if verbose:
+        print(f"piegpu: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class LoadedParts:
+    """What load_parts() read: config, tokenizer, weights on the device, where from, chat template."""
+
+    config: LlamaConfig
+    tokenizer: object
+    gpu: GpuModel
+    source: str
+    chat_template: str | None
+
+
+def load_parts(name_or_path=None, *, verbose: bool = True, device=None) -> LoadedParts:
+    """Read and upload the default model (None), a GGUF file, or a directory with config.json + safetensors."""
+    from .default import DEFAULT_MODEL_NAME, default_gguf_path, prepare_gguf_cached
+    t0 = time.perf_counter()
+    if name_or_path is None or str(name_or_path) == DEFAULT_MODEL_NAME:
+        gguf = default_gguf_path()
+        model_dir = prepare_gguf_cached(gguf, DEFAULT_MODEL_NAME, verbose=verbose)
+        source = DEFAULT_MODEL_NAME
+    else:
+        path = Path(name_or_path).expanduser()
+        if not path.exists():
+            raise ModelError(f"{path}: no such model file or directory. Fix: pass a directory with config.json and "
+                             "*.safetensors, a .gguf file, or nothing for the default model")
+        if path.is_file() and path.suffix == ".gguf":
+            gguf, model_dir = path, prepare_gguf_cached(path, path.stem, verbose=verbose)
+        elif path.is_dir():
+            gguf, model_dir = None, path
+        else:
+            raise ModelError(f"{path}: not a .gguf file or a model directory. Fix: pass a directory with config.json and "
+                             "*.safetensors, or a file ending in .gguf")
+        source = str(path)
+    config = LlamaConfig.from_file(model_dir / "config.json")
+    tokenizer = load_tokenizer(model_dir)
+    template = load_chat_template(model_dir)
+    if gguf is not None:
+        weights = _gguf_weights(config, gguf, model_dir, verbose)
+    else:
+        from .checkpoint import load_checkpoint
+        _say(verbose, f"reading weights from {model_dir}")
+        config, tensors = load_checkpoint(model_dir, raw=True)
+        fmt = "f16" if all(getattr(t, "dtype", None) is not None and t.dtype.itemsize == 2
+                           for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
+        tensors = {k: _as_float(v) for k, v in tensors.items()}
+        weights = weights_from_tensors(config, tensors, fmt)
+    _say(verbose, "uploading weights to the device")
+    gpu = GpuModel(weights, device)
+    _say(verbose, f"{source} ready on {gpu.dev.name} ({gpu.weight_bytes / 1e6:.0f} MB of weights, "
+                  f"{time.perf_counter() - t0:.1f} s)")
+    return LoadedParts(config, tokenizer, gpu, source, template)
+
+
+def _as_float(v):
+    import numpy as np
+    if v.dtype == np.uint16:  # bf16 bit patterns from load_checkpoint(raw=True)
+        return (v.astype(np.uint32) << 16).view(np.float32)
+    return v
+
+
+def _gguf_weights(config: LlamaConfig, gguf: Path, model_dir: Path, verbose: bool):
+    sha = source_digest(gguf)
+    w = load_packed(model_dir, config, sha)
+    if w is not None:
+        return w
+    from .gguf_convert import read_gguf_raw
+    _say(verbose, f"repacking {gguf.name} for the GPU (once)")
+    w = weights_from_gguf(config, read_gguf_raw(gguf))
+    try:
+        save_packed(model_dir, w, sha)
+    except OSError as e:
+        _say(True, f"could not cache the packed weights in {model_dir} ({e}); they are rebuilt next time")
+    return w
