@@ -1,8 +1,8 @@
 """Cross-backend fuzzing: hypothesis-generated eta programs on wgsl, spirv and stablehlo against the interpreter.
 
 The default run is CI-sized and deterministic (derandomized). The CI's bulk of random
-programs is the seeded differential suites (tests/eta/test_wgsl_random.py, tests/spirv,
-tests/backends/test_stablehlo.py: 500 programs per backend, seeds 0..499); this file adds
+programs is the seeded differential suites (tests/wgsl/test_wgsl_random.py, tests/spirv,
+tests/stablehlo/test_stablehlo.py: 500 programs per backend, seeds 0..499); this file adds
 hypothesis-driven programs -- other shapes of generator output, with shrinking -- and pins
 the per-backend count. Long runs:
 
@@ -64,7 +64,7 @@ def test_fuzz_long(backends):
 def test_ci_runs_at_least_500_random_programs_per_backend():
     from tests.eta import test_wgsl_random
     from tests.spirv import test_spirv_random
-    from tests.backends import test_stablehlo
+    from tests.stablehlo import test_stablehlo
     assert test_wgsl_random.N >= 500
     for mod in (test_spirv_random, test_stablehlo):  # they run the WGSL suite's seeds through check_seed
         assert mod.N == test_wgsl_random.N and mod.check_seed is test_wgsl_random.check_seed

@@ -9,7 +9,7 @@ from piegpu.eta.ops import OPS, GroupOp, TType
 from piegpu.kernel.ir import BOOL, F32, I32, U32
 from piegpu.spirv.emit import rule
 from piegpu.spirv.rules import CASTS
-from tests.eta.test_wgsl_ops import PARAMS, run_case
+from tests.wgsl.test_wgsl_ops import PARAMS, run_case
 
 DTYPES = (F32, I32, U32, BOOL)
 

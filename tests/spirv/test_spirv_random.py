@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.eta.test_wgsl_random import CHUNK, N, check_seed
+from tests.wgsl.test_wgsl_random import CHUNK, N, check_seed
 
 
 @pytest.mark.parametrize("start", range(0, N, CHUNK))

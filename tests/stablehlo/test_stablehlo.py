@@ -9,9 +9,9 @@ from piegpu import dtype, eta
 from piegpu.errors import CompileError
 from piegpu.eta.ops import OPS, GroupOp
 from piegpu.stablehlo.emit import RULES
-from tests.backends import corpus
-from tests.eta.test_wgsl_ops import PARAMS, run_case
-from tests.eta.test_wgsl_random import CHUNK, N, check_seed
+from tests.targets import corpus
+from tests.wgsl.test_wgsl_ops import PARAMS, run_case
+from tests.wgsl.test_wgsl_random import CHUNK, N, check_seed
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from piegpu import dtype, eta
 from piegpu.eta.ops import TType
 from piegpu.eta.program import Node, Program
 from tests.eta.op_cases import CASES
-from tests.eta.test_wgsl_ops import PARAMS
+from tests.wgsl.test_wgsl_ops import PARAMS
 from tests.progen import random_program
 
 F32, I32, U32 = dtype.f32, dtype.i32, dtype.u32

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from piegpu.targets import TARGETS, WGPU_TARGETS, renderer
-from tests.backends import corpus
+from tests.targets import corpus
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("PIEGPU_REGEN_GOLDEN") == "1"

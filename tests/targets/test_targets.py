@@ -17,7 +17,7 @@ from piegpu.eta.ops import OPS, GroupOp
 from piegpu.kernel.plan import Limits, plan
 from piegpu.kernel.render import Renderer
 from piegpu.targets import RUNNERS, TARGETS, WGPU_TARGETS, renderer
-from tests.backends import corpus
+from tests.targets import corpus
 
 ROOT = Path(targets.__file__).parent
 

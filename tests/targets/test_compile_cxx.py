@@ -1,8 +1,8 @@
 """CUDA, HIP and MSL sources of every program compile with real toolchains.
 
 CUDA: nvcc -ptx -arch=sm_80, then ptxas. HIP: the same nvcc with a HIP-on-NVIDIA
-compatibility header (tests/backends/hip_compat). MSL: clang's C++17 front end with
--fsyntax-only against a stand-in <metal_stdlib> (tests/backends/metal_stub): Metal
+compatibility header (tests/targets/hip_compat). MSL: clang's C++17 front end with
+-fsyntax-only against a stand-in <metal_stdlib> (tests/targets/metal_stub): Metal
 sources are syntax- and type-checked on Linux, never executed.
 """
 
@@ -14,8 +14,8 @@ import pytest
 
 from piegpu import dtype, eta
 from piegpu.eta.backends import emit
-from tests.backends import corpus
-from tests.backends.toolchains import (HIP_COMPAT, check_all, clang_chunk, find_clang, find_nvcc, find_ptxas,
+from tests.targets import corpus
+from tests.targets.toolchains import (HIP_COMPAT, check_all, clang_chunk, find_clang, find_nvcc, find_ptxas,
                                        nvcc_chunk, version)
 
 TARGETS = {
