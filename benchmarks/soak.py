@@ -101,20 +101,10 @@ def load(which: str, tokens: int):
 
 def greedy_loop(ws, first: int):
     """API.md's device loop: argmax fed back on the device, tokens to the host."""
-    from piegpu import Channel, ForwardPass, StateGeometry, channel_capacity, dtype
-    from piegpu.eta import intrinsics, reduce_argmax, reshape
-    token_in = Channel.from_([first], dtype.i32)
-    token_out = Channel([1], dtype.i32).capacity(channel_capacity())
-    fwd = ForwardPass()
-    fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
-    fwd.state([ws], StateGeometry.folding())
-
-    @fwd.epilogue
-    def _():
-        token = reshape(reduce_argmax(intrinsics.output(0, "logits")), [1])
-        token_in.put(token)
-        token_out.put(token)
-    return fwd, token_out
+    from piegpu.eta import reduce_argmax
+    from piegpu.runtime.loops import decode_loop
+    loop = decode_loop(ws, reduce_argmax, first)
+    return loop.fwd, loop.token_out
 
 
 def prefill(pipe, ws, ids) -> None:

@@ -6,12 +6,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from . import eta
-from .runtime.channel import Channel, channel_capacity
-from .dtypes import dtype
 from .errors import ValidationError
-from .eta import intrinsics
-from .runtime.forward import ForwardPass, StateGeometry
+from .runtime.loops import DecodeLoop, decode_loop
 from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 
 @dataclass
@@ -31,10 +27,10 @@ class GenerationStats:
 
 
 @dataclass
-class _DecodeLoop:
-    fwd: ForwardPass
-    token_in: Channel
-    token_out: Channel
+class _Sampling:
+    """generate()'s decode loop and the sampler state channels its epilogue uses."""
+
+    loop: DecodeLoop
     states: SamplerStates
 
 
@@ -151,10 +147,11 @@ class Generation:
         pipe = sess.pipe
         t0 = time.perf_counter()
         await sess.extend(self.prompt_ids[:-1])
-        loop = sess.loop(("generate", self.sampler), lambda: self._decode_loop(sess))
+        sampling = sess.loop(("generate", self.sampler), lambda: self._sampling(sess))
+        loop = sampling.loop
         loop.token_in.clear()
         loop.token_in.put([self.prompt_ids[-1]])
-        loop.states.seed(SeqContext(tuple(sess.tokens + self.prompt_ids[-1:]), model.config.vocab_size, self.seed))
+        sampling.states.seed(SeqContext(tuple(sess.tokens + self.prompt_ids[-1:]), model.config.vocab_size, self.seed))
         self.stats.prefill_s = time.perf_counter() - t0
         queue: asyncio.Queue = asyncio.Queue()
         emitted = [0]
@@ -214,18 +211,6 @@ class Generation:
         if not self.stats.stop_reason:
             self.stats.stop_reason = "max_tokens"
 
-    def _decode_loop(self, sess) -> _DecodeLoop:
-        token_in = Channel([1], dtype.i32).named("token_in")
-        token_out = Channel([1], dtype.i32).named("token_out").capacity(channel_capacity())
+    def _sampling(self, sess) -> _Sampling:
         states = SamplerStates(self.sampler, self.model.config.vocab_size)
-        fwd = ForwardPass()
-        fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
-        fwd.state([sess.ws], StateGeometry.folding())
-
-        @fwd.epilogue
-        def _():
-            token = eta.reshape(eta.cast(states.step(intrinsics.output(0, "logits")), dtype.i32), [1])
-            token_in.put(token)
-            token_out.put(token)
-
-        return _DecodeLoop(fwd, token_in, token_out, states)
+        return _Sampling(decode_loop(sess.ws, states.step), states)

@@ -19,16 +19,15 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from .. import eta
-from ..runtime.channel import Channel
 from ..dtypes import dtype
 from ..errors import PieGpuError, ValidationError
-from ..eta import intrinsics
-from ..runtime.forward import ForwardPass, StateGeometry
+from ..runtime.channel import Channel
+from ..runtime.forward import ForwardPass
+from ..runtime.loops import decode_loop
+from ..runtime.session import run_sync
 from ..samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 from .json_grammar import JsonGrammar
 from .json_schema import validate
-from ..runtime.session import run_sync
 from .token_mask import TokenMasker, TokenVocabulary, device_allowed
 
 
@@ -163,22 +162,10 @@ class JsonMode:
 
     def _build_loop(self, sess, smp) -> _Loop:
         V = self.vocab.size
-        token_in = Channel([1], dtype.i32).named("json:token_in")
-        token_out = Channel([1], dtype.i32).named("json:token_out")
         mask = Channel([self.vocab.words], dtype.u32).named("json:mask")
         states = SamplerStates(smp, V, "json")
-        fwd = ForwardPass()
-        fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
-        fwd.state([sess.ws], StateGeometry.folding())
-
-        @fwd.epilogue
-        def _():
-            allowed = device_allowed(mask.take(), V)
-            token = eta.reshape(eta.cast(states.step(intrinsics.output(0, "logits"), allowed), dtype.i32), [1])
-            token_in.put(token)
-            token_out.put(token)
-
-        return _Loop(fwd, token_in, token_out, mask, states)
+        loop = decode_loop(sess.ws, lambda logits: states.step(logits, device_allowed(mask.take(), V)), name="json:")
+        return _Loop(loop.fwd, loop.token_in, loop.token_out, mask, states)
 
 
 def json_mode(model, schema=None, max_whitespace: int = 4) -> JsonMode:

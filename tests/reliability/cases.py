@@ -11,7 +11,6 @@ temporary paths and machine details so the generated table is the same on every 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -28,6 +27,7 @@ import numpy as np
 
 from piegpu import (ChannelError, ChannelFull, CompileError, DeviceError, ModelError, PieGpuError, TraceError,
                     ValidationError, dtype, eta)
+from piegpu.runtime.session import run_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "errors.md"
@@ -93,13 +93,7 @@ class Ctx:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def run(coro):
-    """Run a coroutine on a fresh event loop."""
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.close()
+run = run_sync  # a coroutine run on a fresh event loop
 
 
 def trace(fn, *specs, **kw):
@@ -438,7 +432,7 @@ def _generate_cases() -> list:
         ("an unknown sampler name", gen(sampler="nucleus"), ("'nucleus'",), ""),
         ("`temperature=-1`", gen(sampler="top-k", temperature=-1.0), ("temperature",), s),
         ("`seed=-1`", gen(seed=-1), ("seed",), g),
-        ("`top_p` with p = 0", gen(sampler="top-p", p=0.0), ("top_p", "p"), s),
+        ("`top_p` with p = 0", gen(sampler="top-p", p=0.0), ("top_p", "p"), ""),
         ("a prompt that is not a str", gen(prompt=[1, 2]), ("prompt", "str"), g),
     ]
     return [Case("generate", w, f, ValidationError, wh, needs_gpu=True, gap=gap) for w, f, wh, gap in t]

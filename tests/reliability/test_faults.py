@@ -58,10 +58,7 @@ def test_epilogue_that_fails_to_compile_mid_session_leaves_the_pipeline_usable(t
     pipe = tiny.pipeline()
     ws, fwd, token_in, token_out = prefilled_loop(pipe, tiny, ids)
     got = []
-
-    async def on_token():
-        got.append(await token_out.take_scalar())
-        return True
+    on_token = collect(token_out, got)
     assert run(pipe.run_ahead(fwd, 4, on_token)) == 4
 
     # A second pass on the same working set and token channel, first submitted now, whose epilogue
@@ -96,12 +93,16 @@ def _greedy_alone(model, ids, n):
     pipe = model.pipeline()
     _, fwd, _, out = prefilled_loop(pipe, model, ids)
     got = []
+    run(pipe.run_ahead(fwd, n, collect(out, got)))
+    return got
 
+
+def collect(out, got: list):
+    """An on_token that appends every token taken from `out` to `got` and never stops the loop."""
     async def on_token():
         got.append(await out.take_scalar())
         return True
-    run(pipe.run_ahead(fwd, n, on_token))
-    return got
+    return on_token
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["two pipelines", "one pipeline"])

@@ -62,7 +62,7 @@ def test_fuzz_long(backends):
 
 
 def test_ci_runs_at_least_500_random_programs_per_backend():
-    from tests.eta import test_wgsl_random
+    from tests.wgsl import test_wgsl_random
     from tests.spirv import test_spirv_random
     from tests.stablehlo import test_stablehlo
     assert test_wgsl_random.N >= 500

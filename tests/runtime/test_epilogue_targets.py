@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from piegpu import Channel, ForwardPass, StateGeometry, channel_capacity, dtype, eta
-from piegpu.eta import intrinsics
+from piegpu import Channel, ForwardPass, StateGeometry, dtype, eta
+from piegpu.runtime.loops import decode_loop
 
 
 def top_a_tokens(model, target: str, seed: int, n: int) -> list:
@@ -18,24 +18,18 @@ def top_a_tokens(model, target: str, seed: int, n: int) -> list:
     pf.embed(Channel.from_(ids[:-1], dtype.i32), Channel.from_([0, len(ids) - 1], dtype.u32))
     pf.state([ws], StateGeometry.folding())
     loop.run_until_complete(pipe.submit(pf))
-    token_in = Channel.from_([ids[-1]], dtype.i32)
-    token_out = Channel([1], dtype.i32).capacity(channel_capacity())
     rng = Channel.from_([seed, 0], dtype.u32)
-    fwd = ForwardPass()
-    fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
-    fwd.state([ws], StateGeometry.folding())
 
-    @fwd.epilogue
-    def _():
+    def top_a(logits):
         state = rng.take()
-        x = eta.sanitize(intrinsics.output(0)) * (1.0 / 0.8)
+        x = eta.sanitize(logits) * (1.0 / 0.8)
         probs = eta.softmax(x)
         pmax = eta.reduce_max(probs)
         keep = probs >= eta.broadcast(eta.reshape(pmax * pmax * 0.2, [1]), list(probs.shape))
-        token = eta.reshape(eta.gumbel_max(eta.mask_apply(x, keep), state), [1])
         rng.put(eta.concat([eta.slice_last(state, 0, 1), eta.slice_last(state, 1, 1) + 1]))
-        token_in.put(token)
-        token_out.put(token)
+        return eta.gumbel_max(eta.mask_apply(x, keep), state)
+    dl = decode_loop(ws, top_a, ids[-1])
+    fwd, token_out = dl.fwd, dl.token_out
 
     out = []
 

@@ -63,24 +63,19 @@ def test_device_loop_matches_host_round_trip(tiny, window, record_ahead):
     model, _ = tiny
     ids = [5, 17, 42, 7]
     pipe = model.pipeline(window=window, record_ahead=record_ahead)
-    ws = model.working_set(128)
-    prefill(pipe, ws, ids[:-1])
-    fwd, _, token_out = greedy_loop(ws, ids[-1])
-    got = []
-
-    async def on_token():
-        got.append(await token_out.take_scalar())
-        return True
-    assert run(pipe.run_ahead(fwd, 20, on_token)) == 20
-    assert got == host_greedy(model, ids, 20)
+    ws = device_vs_host_greedy(model, pipe, ids, 20)
     assert ws.length == len(ids) + 20 - 1
     assert pipe.stats.recorded_ahead == (20 - window if record_ahead else 0)
 
 
 def test_default_model_device_loop_matches_host_round_trip(default_model):
     ids = default_model.tokenizer.encode("Once upon a time").ids
-    pipe = default_model.pipeline()
-    ws = default_model.working_set(64)
+    device_vs_host_greedy(default_model, default_model.pipeline(), ids, 16)
+
+
+def device_vs_host_greedy(model, pipe, ids: list, n: int):
+    """Run the device loop for n tokens after prefilling ids; assert it equals host greedy; the working set."""
+    ws = model.working_set(len(ids) + n + 8)
     prefill(pipe, ws, ids[:-1])
     fwd, _, token_out = greedy_loop(ws, ids[-1])
     got = []
@@ -88,8 +83,9 @@ def test_default_model_device_loop_matches_host_round_trip(default_model):
     async def on_token():
         got.append(await token_out.take_scalar())
         return True
-    run(pipe.run_ahead(fwd, 16, on_token))
-    assert got == host_greedy(default_model, ids, 16)
+    assert run(pipe.run_ahead(fwd, n, on_token)) == n
+    assert got == host_greedy(model, ids, n)
+    return ws
 
 
 def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tiny, monkeypatch):
