@@ -1,5 +1,6 @@
-// Causal grouped-query attention for T new tokens: one workgroup per (query head,
-// token). Each thread walks a strided subset of the positions once with an online
+// Causal grouped-query attention for the T new tokens of one sequence: one workgroup per
+// (query head, token). In a batched pass the sequence's tokens start at token seq.y of
+// the pass (q and o rows); its positions come from its own state and KV cache. Each thread walks a strided subset of the positions once with an online
 // softmax (running max, sum and weighted V), then one barrier and a merge of the
 // per-thread partials -- no rescans of the context and no barrier per position.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]
@@ -7,6 +8,7 @@
 @group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read> state: array<u32>;
 @group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
+@group(0) @binding(5) var<uniform> seq: vec4<u32>;  // (tokens of this sequence, its first token in the pass, -, -)
 
 const WG: u32 = {{WG}}u;
 const HD4: u32 = {{HD}}u / 4u;
@@ -24,10 +26,11 @@ var<workgroup> part_o: array<array<vec4<f32>, HD4>, WG>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let head = wid.x;
   let t = wid.y;
+  let tok = seq.y + t;
   let kv = head / GROUP;
   let n = min(state[0] + t + 1u, state[1]);  // state[1]: the working set's positions
   var qv = array<vec4<f32>, HD4>();
-  for (var i = 0u; i < HD4; i++) { qv[i] = q[t * QR4 + head * HD4 + i] * SCALE; }
+  for (var i = 0u; i < HD4; i++) { qv[i] = q[tok * QR4 + head * HD4 + i] * SCALE; }
   var m = LOW;
   var l = 0.0;
   var acc = array<vec4<f32>, HD4>();
@@ -57,6 +60,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       ll += part_l[u] * c;
       out += part_o[u][lid] * c;
     }
-    o[t * QR4 + head * HD4 + lid] = out / ll;
+    o[tok * QR4 + head * HD4 + lid] = out / ll;
   }
 }

@@ -1,9 +1,9 @@
-// out[t] = x[FIRST + t] / sqrt(mean(x[FIRST + t]^2) + eps) * weight for t < T, one
-// invocation per row (FIRST selects the readout rows before the logits).
+// out[OUT0 + t] = x[FIRST + t] / sqrt(mean(x[FIRST + t]^2) + eps) * weight for t < T, one
+// invocation per row (FIRST and OUT0 gather the readout rows before the logits).
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(3) var<uniform> rows: vec4<u32>;  // (T, FIRST, -, -): not constants, one kernel for all
+@group(0) @binding(3) var<uniform> rows: vec4<u32>;  // (T, FIRST, OUT0, -): not constants, one kernel for all
 
 const H4: u32 = {{H4}}u;
 const EPS: f32 = {{EPS}};
@@ -13,10 +13,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let t = gid.x;
   let T = rows.x;
   let FIRST = rows.y;
+  let OUT0 = rows.z;
   if (t >= T) { return; }
   var ss = 0.0;
   let src = (FIRST + t) * H4;
   for (var k = 0u; k < H4; k++) { let v = x[src + k]; ss += dot(v, v); }
   let scale = inverseSqrt(ss / f32(H4 * 4u) + EPS);
-  for (var k = 0u; k < H4; k++) { out[t * H4 + k] = x[src + k] * scale * norm_w[k]; }
+  for (var k = 0u; k < H4; k++) { out[(OUT0 + t) * H4 + k] = x[src + k] * scale * norm_w[k]; }
 }

@@ -46,6 +46,13 @@ def output(index: int, name: str = "logits") -> Tensor:
     return current().add("intrinsic", [], name=name, index=index, dtype=ty.dtype, shape=ty.shape)
 
 
+def outputs(name: str = "logits") -> Tensor:
+    """The f32 [rows, vocab] `name` of every readout row (row i: sequence i's last embedded token by default)."""
+    ty = _context().type_of(name, 0)
+    rows = _context().values[name][1]
+    return current().add("intrinsic", [], name=name, index=0, dtype=ty.dtype, shape=(rows,) + tuple(ty.shape))
+
+
 def vocab() -> int:
     """The vocabulary size of the forward pass being traced, as a Python int."""
     return _context().type_of("logits", 0).shape[-1]

@@ -138,8 +138,9 @@ def plan(prog: Program, limits: Limits | None = None) -> Plan:
     p = Plan(prog, limits or Limits())
     p.bindings.append(Binding("arena", "arena", 0))
     for name in sorted({n.attr["name"] for n in prog.nodes if n.op == "intrinsic"}):
-        node = next(n for n in prog.nodes if n.op == "intrinsic" and n.attr["name"] == name)
-        p.bindings.append(Binding(f"in_{name}", "intrinsic", node.type.size, {"name": name}))
+        words = max((n.attr["index"] + 1) * n.type.size for n in prog.nodes
+                    if n.op == "intrinsic" and n.attr["name"] == name)  # rows read, up to the last one
+        p.bindings.append(Binding(f"in_{name}", "intrinsic", words, {"name": name}))
     for slot, cell in enumerate(prog.channels):
         p.bindings.append(Binding(f"chan{slot}", "channel", HEADER_WORDS,
                                   {"slot": slot, "cell_words": cell.size}))

@@ -47,3 +47,36 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
     else:
         k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows))
         k.logits(w.lm_head, s.hn, None, out=s.logits, rows=rows, key=("lm", first, rows))
+
+
+def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
+    """Record one pass over several sequences: `seqs` = [(working set, first token, tokens), ...] in pass order.
+
+    Token-parallel steps (embedding, norms, every matvec) run once over all T tokens of
+    the pass, so each weight block is read once per token tile whatever the sequence; the
+    steps that touch a sequence's KV state (RoPE + KV write, attention, the length
+    advance) run per sequence over its own working set. `readout` = [(first token row,
+    rows)] per sequence: their logits land in s.logits, sequence by sequence.
+    """
+    rope = w.rope_table(max(ws.max_tokens for ws, _, _ in seqs))
+    k.embed(w.embed, tokens, out=s.h)
+    for i, layer in enumerate(w.layers):
+        # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
+        k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
+        k.qkv(layer.qkv, s.hn, out=s.qkv, key=(i, "qkv"))
+        for ws, first, n in seqs:
+            k.rope_kv(s.qkv, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope, tokens=n,
+                      first=first, key=(i, "rope_kv"), binds=ws.binds)
+            k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), tokens=n,
+                        first=first, binds=ws.binds)
+        k.matvec_residual(layer.o, s.o, residual=s.h, key=(i, "o"))
+        # feed-forward block: h += down(silu(gate(x)) * up(x)), x = rmsnorm(h)
+        k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
+        k.gate_up_swiglu(layer.gate_up, s.hn, None, out=s.act, key=(i, "gu"))
+        k.matvec_residual(layer.down, s.act, residual=s.h, key=(i, "down"))
+    # final norm of each sequence's readout rows, gathered in order; logits of all of them
+    row = 0
+    for first, rows in readout:
+        k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows, row), out_first=row)
+        row += rows
+    k.logits(w.lm_head, s.hn, None, out=s.logits, rows=row, key=("lm", 0, row))

@@ -14,7 +14,7 @@ import numpy as np
 from .. import channel_layout
 from ..errors import ModelError, ValidationError
 from ..runtime.dispatch import Recorder, UniformParams, replay
-from .forward import forward
+from .forward import forward, forward_batch
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
 from .reference import rope_tables
@@ -58,6 +58,8 @@ class Scratch:
         self.o = buf(T * qr + pad, "attn-out")
         self.act = buf(T * c.intermediate_size + pad, "mlp-act")
         self.logits = buf(rows * c.vocab_size, "logits")
+        self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 else None  # batched passes
+        self.binds: dict = {}  # bind groups over these buffers only (a batched pass's token-parallel steps)
 
 
 class GpuModel:
@@ -174,6 +176,24 @@ class GpuModel:
             forward(Kernels(self, rec, T, scope=(T, rows)), self, ws, s, tokens, first, rows)
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
+
+    def batch_plan(self, seqs: list, tokens, readout: list) -> tuple:
+        """(logits buffer, dispatch plan) of a pass over several sequences (see model/forward.py forward_batch).
+
+        `seqs` = [(working set, first token, tokens)] in pass order; `readout` = [(first row, rows)] per
+        sequence, rows relative to the pass. The caller caches the plan and advances each working set.
+        """
+        T = sum(n for _, _, n in seqs)
+        rows = sum(r for _, r in readout)
+        if T < 2:
+            raise ValidationError("internal: a batched pass has at least two tokens")
+        s = self.scratch(T, rows)  # a batched pass always takes the token-group (prefill) kernels
+        rec = Recorder(self.device, s.binds)
+        k = Kernels(self, rec, T, scope=(T, rows))
+        forward_batch(k, self, seqs, s, tokens, readout)
+        for ws, _, n in seqs:
+            k.advance(ws.state, tokens=n, binds=ws.binds)
+        return s.logits, rec.plan
 
     def encode_advance(self, cpass, ws: WorkingSet, T: int, keep=None) -> int:
         """Record state[0] += T after a pass, or += the count in channel buffer `keep` (at most T)."""

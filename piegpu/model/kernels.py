@@ -41,12 +41,12 @@ class Kernels:
             self.rec.dispatch(k, {0: buf, 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
                               "embed", self.scope + ("embed", row0, tokens))
 
-    def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple) -> None:
-        """out[t] = rmsnorm(x[first + t]) * weight for `tokens` rows."""
+    def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0) -> None:
+        """out[out_first + t] = rmsnorm(x[first + t]) * weight for `tokens` rows."""
         c = self.config
         k = self.gpu.lib.kernel("rmsnorm", {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps)})
-        self.rec.dispatch(k, {0: x, 1: weight, 2: out, 3: self.gpu.params(tokens, first)}, (ceil(tokens / 64), 1, 1),
-                          "rmsnorm", self.scope + key)
+        self.rec.dispatch(k, {0: x, 1: weight, 2: out, 3: self.gpu.params(tokens, first, out_first)},
+                          (ceil(tokens / 64), 1, 1), "rmsnorm", self.scope + key)
 
     def qkv_rope_kv(self, w: GpuMatrix, x, norm, *, q, keys, values, state, rope, key: tuple) -> None:
         """[q | k | v] = W x; RoPE on q and k; k and v written to the KV cache at the sequence's positions."""
@@ -55,15 +55,36 @@ class Kernels:
         self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim},
                      {3: q, 4: keys, 5: values, 6: state, 7: rope}, key, splits=(qr, kr))
 
-    def attention(self, q, keys, values, state, out, key: tuple) -> None:
-        """out = softmax(q k^T / sqrt(d)) v per head over the cached positions (causal, GQA)."""
+    def attention(self, q, keys, values, state, out, key: tuple, tokens: int | None = None, first: int = 0,
+                  binds: dict | None = None) -> None:
+        """out = softmax(q k^T / sqrt(d)) v per head over the cached positions (causal, GQA).
+
+        For the `tokens` tokens (default: the pass's T) of one sequence starting at token `first` of the pass.
+        """
         c = self.config
+        n = self.T if tokens is None else tokens
         params = {"WG": self.attention_wg(), "HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim,
                   "KR": c.num_key_value_heads * c.head_dim,
                   "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim)}
         k = self.gpu.lib.kernel("attention", params)
-        self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out}, (c.num_attention_heads, self.T, 1),
-                          "attention", self.scope + key)
+        self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
+                          (c.num_attention_heads, n, 1), "attention", self.scope + key + (n, first), binds)
+
+    def qkv(self, w: GpuMatrix, x, out, key: tuple) -> None:
+        """out[t] = [q | k | v] = W x[t] for every token of the pass (a batched pass's QKV, before RoPE)."""
+        c = self.config
+        width = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim
+        self._matvec(w, x, self.T, None, "store", {"OUT_STRIDE": width}, {3: out}, key)
+
+    def rope_kv(self, qkv, *, q, keys, values, state, rope, tokens: int, first: int, key: tuple,
+                binds: dict | None = None) -> None:
+        """RoPE on one sequence's q and k rows of `qkv`; q to `q`, k and v into its KV cache at its positions."""
+        c = self.config
+        qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+        k = self.gpu.lib.kernel("rope_kv_seq", {"QR": qr, "KR": kr, "HD": c.head_dim})
+        pairs = (qr + 2 * kr) // 2
+        self.rec.dispatch(k, {0: qkv, 1: q, 2: keys, 3: values, 4: state, 5: rope, 6: self.gpu.params(tokens, first)},
+                          (ceil(tokens * pairs / 64), 1, 1), "rope_kv", self.scope + key + (tokens, first), binds)
 
     def matvec_residual(self, w: GpuMatrix, x, residual, key: tuple) -> None:
         """residual += W x."""
@@ -77,11 +98,13 @@ class Kernels:
         """out[r] = W x[r] for the readout rows."""
         self._matvec(w, x, rows, norm, "store", {"OUT_STRIDE": self.config.vocab_size}, {3: out}, key)
 
-    def advance(self, state, keep=None) -> None:
-        """state[0] += T after the pass, or += min(count, T) taken from the `keep` channel."""
+    def advance(self, state, keep=None, tokens: int | None = None, binds: dict | None = None) -> None:
+        """state[0] += tokens (default T) after the pass, or += min(count, T) taken from the `keep` channel."""
         if keep is None:
+            n = self.T if tokens is None else tokens
             k = self.gpu.lib.kernel("advance", {})
-            self.rec.dispatch(k, {0: state, 1: self.gpu.params(self.T)}, (1, 1, 1), "advance", self.scope + ("adv",))
+            self.rec.dispatch(k, {0: state, 1: self.gpu.params(n)}, (1, 1, 1), "advance", self.scope + ("adv", n),
+                              binds)
         else:
             k = self.gpu.lib.kernel("advance_accept", {"N": self.T, **channel_layout.shader_params()})
             self.rec.dispatch(k, {0: state, 1: keep}, (1, 1, 1), "advance_accept", self.scope + ("adv-keep", keep))

@@ -29,15 +29,21 @@ class Recorder:
         self.binds = binds  # owned by whoever owns the buffers (a working set): they die together
         self.plan: list = []
 
-    def dispatch(self, kernel, buffers: dict, groups: tuple, role: str, key: tuple | None = None) -> None:
-        """Append a dispatch of `kernel` over `buffers` ({binding: buffer or (buffer, offset, size)})."""
+    def dispatch(self, kernel, buffers: dict, groups: tuple, role: str, key: tuple | None = None,
+                 binds: dict | None = None) -> None:
+        """Append a dispatch of `kernel` over `buffers` ({binding: buffer or (buffer, offset, size)}).
+
+        The bind group is cached under `key` in `binds` (default: the recorder's store): pass the
+        store of whatever owns the buffers, so the bind group dies with them.
+        """
         if key is None:
             bg = kernel.bind(self.device, buffers)
         else:
+            store = self.binds if binds is None else binds
             k = (id(kernel),) + tuple(key)
-            bg = self.binds.get(k)
+            bg = store.get(k)
             if bg is None:
-                bg = self.binds[k] = kernel.bind(self.device, buffers)
+                bg = store[k] = kernel.bind(self.device, buffers)
         self.plan.append((kernel.pipeline, bg, groups, role))
 
 

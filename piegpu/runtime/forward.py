@@ -110,7 +110,7 @@ class ForwardPass:
         return self.tokens.shape[0]
 
     def resolved_readout(self) -> tuple:
-        """(first, count) readout rows inside the pass's tokens."""
+        """(first, count) readout rows inside the tokens of a one-sequence pass."""
         T = self.token_count()
         first, count = self.readout_rows or (None, 1)
         first = T - count if first is None else first
@@ -119,18 +119,68 @@ class ForwardPass:
                                   f"Fix: fwd.readout(count, first) with first + count <= {T}")
         return first, count
 
+    def sequences(self) -> list:
+        """[(first token, tokens)] of each sequence in the pass, from indptr's cell."""
+        T, B = self.token_count(), len(self.working_sets)
+        value = self.indptr.host_value()
+        if value is None:
+            if B == 1:
+                return [(0, T)]
+            raise ValidationError(f"this pass over {B} sequences needs its indptr offsets on the host, to plan "
+                                  "each sequence's dispatches. Fix: Channel.from_([0, n0, n0 + n1, ...], dtype.u32)")
+        return sequences_of(value, T, B)
+
+    def readout_of(self, seqs: list) -> list:
+        """[(first row, rows)] read out of each sequence, as token rows of the pass (sequence by sequence)."""
+        if len(seqs) == 1:
+            return [self.resolved_readout()]
+        return readout_rows_of(seqs, self.readout_rows)
+
     def validate(self) -> None:
         """Raise ValidationError if the pass is not fully described or not supported."""
-        T = self.token_count()
+        self.token_count()
         if not self.working_sets:
             raise ValidationError("this ForwardPass has no state. Fix: fwd.state([ws], StateGeometry.folding())")
-        if len(self.working_sets) != 1 or self.indptr.shape[0] != 2:
-            raise ValidationError("passes over several sequences (indptr with more than 2 offsets) are not supported "
-                                  "yet. Fix: one ForwardPass per working set")
-        value = self.indptr.host_value()
-        if value is not None:
-            offsets = np.asarray(value).astype(np.int64).tolist()
-            if offsets != [0, T]:
-                raise ValidationError(f"indptr {offsets} does not describe the {T} embedded tokens of one sequence. "
-                                      f"Fix: Channel.from_([0, {T}], dtype.u32)")
-        self.resolved_readout()
+        B = len(self.working_sets)
+        for i, ws in enumerate(self.working_sets):
+            j = next(j for j, other in enumerate(self.working_sets) if other is ws)
+            if j != i:
+                raise ValidationError(f"sequences {j} and {i} of this pass are the same working set. Fix: one range "
+                                      "of tokens per working set per pass (ws.fork() makes a copy to run beside it)")
+            if ws.model is not self.working_sets[0].model:
+                raise ValidationError(f"sequence {i}'s working set belongs to another model than sequence 0's. "
+                                      "Fix: working sets of the model the pipeline runs")
+        if B > 1 and self.geometry.kind == "accepting":
+            raise ValidationError("StateGeometry.accepting() passes over several sequences are not supported. "
+                                  "Fix: one accepting pass per working set")
+        self.readout_of(self.sequences())
+
+
+def sequences_of(offsets, T: int, B: int) -> list:
+    """[(first token, tokens)] per sequence from B + 1 CSR offsets over T tokens (ValidationError naming the fault)."""
+    offsets = np.asarray(offsets).astype(np.int64).reshape(-1).tolist()
+    if len(offsets) != B + 1:
+        raise ValidationError(f"indptr holds {len(offsets)} offsets but the pass has {B} working set(s). "
+                              f"Fix: {B + 1} offsets, one range of tokens per working set")
+    if offsets[0] != 0 or offsets[-1] != T:
+        raise ValidationError(f"indptr {offsets} does not describe the {T} embedded tokens of this pass: the "
+                              f"offsets must start at 0 and end at {T}. Fix: Channel.from_([0, ..., {T}], dtype.u32)")
+    for i in range(B):
+        if offsets[i + 1] <= offsets[i]:
+            raise ValidationError(f"indptr {offsets}: sequence {i} has {offsets[i + 1] - offsets[i]} tokens. "
+                                  "Fix: every sequence of a pass embeds at least one token (leave the others out "
+                                  "of the pass)")
+    return [(offsets[i], offsets[i + 1] - offsets[i]) for i in range(B)]
+
+
+def readout_rows_of(seqs: list, spec: tuple | None) -> list:
+    """[(first row, rows)] per sequence for fwd.readout(count, first) (`spec`; None: each sequence's last token)."""
+    first, count = spec or (None, 1)
+    out = []
+    for i, (start, n) in enumerate(seqs):
+        f = n - count if first is None else first
+        if f < 0 or f + count > n:
+            raise ValidationError(f"sequence {i} embeds {n} tokens, so readout rows [{f}, {f + count}) of it do "
+                                  f"not exist. Fix: fwd.readout(count, first) within every sequence's tokens")
+        out.append((start + f, count))
+    return out

@@ -13,102 +13,28 @@ import itertools
 import os
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from ..errors import ChannelError, CompileError, ValidationError
 from ..eta import intrinsics as _intrinsics
 from ..eta.tracer import trace
 from .cells import reusable
-from .channel import CPU_WINDOW, WINDOW, Channel
+from .channel import CPU_WINDOW, WINDOW
 from .compiled import compile_program
 from .device import lost_device_error
-from .forward import ForwardPass
+from .dispatch import replay
+from .forward import ForwardPass, readout_rows_of, sequences_of
 from .interrupts import deferred_interrupts
+from .records import PipelineStats, PreparedPass, SubmittedPass, UnsettledRun
 # Recording the next pass's command buffer while the current one runs hides ~1 ms of host
 # encoding per pass on a GPU. On lavapipe the host shares the cores with the "device", and
 # it measured 4 ms/token slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
 _PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
 
 
-@dataclass
-class PipelineStats:
-    """Counters proving what a pipeline did (tests and benchmarks read them)."""
-
-    passes: int = 0
-    submits: int = 0
-    dispatches: int = 0
-    staged_bytes: int = 0  # bytes copied to host-mappable buffers
-    waits: int = 0  # times the host waited on the device
-    recorded_ahead: int = 0  # passes whose device work was recorded while earlier passes ran
-    compiles: int = 0
-
-
-@dataclass
-class _Prepared:
-    """A traced and compiled pass. Holds no strong reference to its ForwardPass or working set: the
-    pipeline keys these weakly by ForwardPass, and a strong one would keep every pass (and its KV) alive."""
-
-    program: object
-    compiled: object
-    channels: list  # slot -> Channel
-    counts: dict  # slot -> (takes, puts)
-    T: int
-    readout: tuple
-    ws: object  # weakref.ref to the working set
-    tokens: Channel
-    keep: Channel | None  # the accepting geometry's kept-count channel
-    binds: dict = field(default_factory=dict)
-    arena: object = None
-    recorded: tuple | None = None  # (command buffer, dispatches) of the next pass, recorded ahead
-    submits: int = 0
-
-
-@dataclass
-class _Record:
-    pass_id: int
-    snapshot: dict  # Channel -> snapshot, plus "ws" -> (working set, length)
-    fence: object
-    mapping: object = None  # the fence's map request while a wait is in progress
-
-
-@dataclass(eq=False)
-class _Unsettled:
-    """The passes a run_ahead still has in flight, until it rewinds them (see Pipeline._settle)."""
-
-    pp: _Prepared
-    inflight: deque
-    loop: object  # the event loop running it: once closed, nobody else will rewind these passes
-    task: object
-
-    @property
-    def abandoned(self) -> bool:
-        """True when the run_ahead can no longer run its own cleanup."""
-        return self.loop.is_closed() or (self.task is not None and self.task.done())
-
-
-class DeviceModel(Protocol):
-    """What the pipeline needs of a model on the device (piegpu.model.gpu_model.GpuModel is one).
-
-    The runtime sits below the model: it drives the forward pass through these calls
-    and never imports model code.
-    """
-
-    dev: object  # runtime.device.Device
-    device: object  # its wgpu device
-    config: object  # .vocab_size
-
-    def encode(self, cpass, ws, T: int, tokens, readout: tuple) -> tuple:
-        """Record the forward pass of T tokens (ids in channel buffer `tokens`); (logits buffer, dispatches)."""
-
-    def encode_advance(self, cpass, ws, T: int, keep=None) -> int:
-        """Record the KV length advance after a pass; returns the dispatch count."""
-
-
 class Pipeline:
     """Runs ForwardPasses of one model: submit (depth 1) and run_ahead (a window in flight).
 
-    `model` is anything with a `gpu` attribute that is a DeviceModel (a loaded Model).
+    `model` is anything with a `gpu` attribute that is a records.DeviceModel (a loaded Model).
     """
 
     def __init__(self, model, target: str | None = None, window: int | None = None,
@@ -128,19 +54,21 @@ class Pipeline:
         self.window = window
         self.record_ahead = (not model.gpu.dev.is_cpu) if record_ahead is None else bool(record_ahead)
         self.stats = PipelineStats()
-        self._prepared = weakref.WeakKeyDictionary()  # ForwardPass -> _Prepared, dropped with the pass
+        self._prepared = weakref.WeakKeyDictionary()  # ForwardPass -> PreparedPass, dropped with the pass
         self._fences: list = []
-        self._running: list = []  # _Unsettled of each run_ahead that has not rewound yet
+        self._running: list = []  # UnsettledRun of each run_ahead that has not rewound yet
 
     # ---- preparation ------------------------------------------------------------------------
-    def prepare(self, fwd: ForwardPass) -> _Prepared:
+    def prepare(self, fwd: ForwardPass) -> PreparedPass:
         """Trace and compile the pass's epilogue (once per ForwardPass object)."""
         pp = self._prepared.get(fwd)
         if pp is not None:
             return pp
         fwd.validate()
         T = fwd.token_count()
-        first, rows = fwd.resolved_readout()
+        seqs = fwd.sequences()
+        readout = fwd.readout_of(seqs)
+        rows = sum(r for _, r in readout)
         ctx = _intrinsics.IntrinsicContext.for_logits(self.gpu.config.vocab_size, rows)
         fn = fwd.epilogue_fn or (lambda: None)
         prog = trace(fn, context=ctx, prelude=lambda: fwd.tokens.take())
@@ -164,19 +92,19 @@ class Pipeline:
             counts[slot] = (takes + 1, puts)  # the advance kernel takes the count after the epilogue
         for slot, (takes, _) in counts.items():
             channels[slot].attach(self.device, device_takes=takes > 0)
-        pp = _Prepared(prog, compiled, channels, counts, T, (first, rows), weakref.ref(fwd.working_sets[0]),
-                       fwd.tokens, keep)
+        pp = PreparedPass(prog, compiled, channels, counts, T, readout, tuple(weakref.ref(ws) for ws in fwd.working_sets),
+                       seqs, fwd.readout_rows, fwd.indptr, fwd.tokens, keep)
         self._prepared[fwd] = pp
         return pp
 
-    def _arena(self, pp: _Prepared):
+    def _arena(self, pp: PreparedPass):
         import wgpu
         if pp.arena is None:  # owned by the prepared pass, so it is freed with it
             pp.arena = self.device.create_buffer(size=max(16, pp.compiled.arena_words * 4),
                                                  usage=wgpu.BufferUsage.STORAGE, label="epilogue-arena")
         return pp.arena
 
-    def _bind_group(self, pp: _Prepared, logits):
+    def _bind_group(self, pp: PreparedPass, logits):
         bg = pp.binds.get(id(logits))
         if bg is None:
             entries = []
@@ -192,7 +120,7 @@ class Pipeline:
         return bg
 
     # ---- one pass ----------------------------------------------------------------------------
-    def _blocked(self, pp: _Prepared) -> str | None:
+    def _blocked(self, pp: PreparedPass) -> str | None:
         """Why the pass cannot be submitted now (None if it can)."""
         for slot, (takes, puts) in pp.counts.items():
             ch = pp.channels[slot]
@@ -211,7 +139,7 @@ class Pipeline:
         return self.device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST,
                                          label="fence")
 
-    def _record(self, pp: _Prepared) -> tuple:
+    def _record(self, pp: PreparedPass) -> tuple:
         """The pass's device work (forward, epilogue, KV advance) as (command buffer, dispatches).
 
         It reads every length and cell position from the device, so it depends on no host
@@ -221,28 +149,42 @@ class Pipeline:
             enc = self.device.create_command_encoder()
             cpass = enc.begin_compute_pass()
             tokens = pp.tokens.ensure(self.device)
-            logits, n = self.gpu.encode(cpass, pp.ws(), pp.T, tokens, pp.readout)
-            n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
-            keep = pp.keep
-            n += self.gpu.encode_advance(cpass, pp.ws(), pp.T, keep.buffer if keep is not None else None)
+            if len(pp.wss) == 1:
+                ws = pp.wss[0]()
+                logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout[0])
+                n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
+                keep = pp.keep
+                n += self.gpu.encode_advance(cpass, ws, pp.T, keep.buffer if keep is not None else None)
+            else:  # the plan advances every working set; the epilogue reads no KV length
+                key = tuple(pp.seqs)
+                hit = pp.plans.get(key)
+                if hit is None:
+                    seqs = [(ref(), first, count) for ref, (first, count) in zip(pp.wss, pp.seqs)]
+                    hit = pp.plans[key] = self.gpu.batch_plan(seqs, tokens, pp.readout)
+                logits, plan = hit
+                replay(cpass, plan)
+                n = len(plan) + pp.compiled.encode(cpass, self._bind_group(pp, logits))
             cpass.end()
             return enc.finish(), n
         except Exception as e:
             raise lost_device_error(e, "encoding a pass") or e
 
-    def _record_ahead(self, pp: _Prepared) -> None:
+    def _record_ahead(self, pp: PreparedPass) -> None:
         """Record the next pass now, while the device is busy, so its submit costs no encoding."""
-        if self.record_ahead and pp.recorded is None and pp.ws() is not None:
+        if self.record_ahead and pp.recorded is None and all(ref() is not None for ref in pp.wss):
             pp.recorded = self._record(pp)
 
-    def _encode(self, pp: _Prepared) -> _Record:
+    def _encode(self, pp: PreparedPass) -> SubmittedPass:
         """Encode and submit one pass, updating the host mirror (callers hold deferred_interrupts())."""
-        ws = pp.ws()
-        if ws.length + pp.T > ws.max_tokens:
-            raise ValidationError(f"the working set is full: {ws.length} + {pp.T} tokens exceed its {ws.max_tokens} "
-                                  "positions. Fix: model.working_set(max_tokens=...) with more room")
+        self._refresh_sequences(pp)
+        wss = [ref() for ref in pp.wss]
+        for i, (ws, (_, count)) in enumerate(zip(wss, pp.seqs)):
+            if ws.length + count > ws.max_tokens:
+                who = "the working set" if len(wss) == 1 else f"sequence {i}'s working set"
+                raise ValidationError(f"{who} is full: {ws.length} + {count} tokens exceed its {ws.max_tokens} "
+                                      "positions. Fix: model.working_set(max_tokens=...) with more room")
         snap = {ch: ch.snapshot() for ch in pp.channels}
-        snap["ws"] = (ws, ws.length)
+        snap["ws"] = [(ws, ws.length) for ws in wss]
         pid = next(_PASS_IDS)
         recorded, pp.recorded = pp.recorded, None
         self.stats.recorded_ahead += recorded is not None
@@ -265,17 +207,31 @@ class Pipeline:
             if err is not None:
                 raise err from e
             raise
-        ws.length += pp.T
-        ws.last_pass = pid  # a later rewind must not undo what this pass built on
+        for ws, (_, count) in zip(wss, pp.seqs):
+            ws.length += count
+            ws.last_pass = pid  # a later rewind must not undo what this pass built on
         for ch in pp.channels:
             ch.submitted(pid)
         pp.submits += 1
         self.stats.passes += 1
         self.stats.submits += 1
         self.stats.dispatches += n
-        return _Record(pid, snap, fence)
+        return SubmittedPass(pid, snap, fence)
 
-    async def _wait(self, rec: _Record) -> None:
+    def _refresh_sequences(self, pp: PreparedPass) -> None:
+        """Take up new indptr offsets the host put since the last pass (same sequences and token count)."""
+        if len(pp.wss) == 1:
+            return
+        value = pp.indptr.host_value()
+        if value is None:
+            raise ValidationError(f"this pass over {len(pp.wss)} sequences needs its indptr offsets on the host. "
+                                  "Fix: keep a host-put cell in the indptr channel")
+        seqs = sequences_of(value, pp.T, len(pp.wss))
+        if seqs != pp.seqs:
+            pp.seqs, pp.readout = seqs, readout_rows_of(seqs, pp.readout_spec)
+            pp.recorded = None  # recorded ahead for the old offsets
+
+    async def _wait(self, rec: SubmittedPass) -> None:
         """Until the pass of `rec` has finished on the device."""
         self.stats.waits += 1
         if rec.mapping is None:
@@ -288,7 +244,7 @@ class Pipeline:
         rec.mapping = None
         self._fences.append(rec.fence)
 
-    def _wait_sync(self, rec: _Record) -> None:
+    def _wait_sync(self, rec: SubmittedPass) -> None:
         """_wait without an event loop (settling after an interrupted run_ahead)."""
         self.stats.waits += 1
         try:
@@ -335,7 +291,7 @@ class Pipeline:
             return 0
         pp = self.prepare(fwd)
         inflight: deque = deque()  # records of passes whose output on_token has not accepted yet
-        token = _Unsettled(pp, inflight, asyncio.get_running_loop(), asyncio.current_task())
+        token = UnsettledRun(pp, inflight, asyncio.get_running_loop(), asyncio.current_task())
         self._running.append(token)
         calls = submitted = 0
         closing = False
@@ -379,7 +335,7 @@ class Pipeline:
         return calls
 
     @staticmethod
-    def _unseen(pp: _Prepared, rec: _Record) -> bool:
+    def _unseen(pp: PreparedPass, rec: SubmittedPass) -> bool:
         """True when the pass of `rec` put cells for the host and the host has taken none of them."""
         staged = [ch for slot, (_, puts) in pp.counts.items()
                   if puts and not (ch := pp.channels[slot]).consumed_on_device]
@@ -392,14 +348,14 @@ class Pipeline:
         for token in [t for t in self._running if t.abandoned]:
             self._settle_one(token)
 
-    def _settle_one(self, token: _Unsettled) -> None:
+    def _settle_one(self, token: UnsettledRun) -> None:
         self._running.remove(token)
         if not token.inflight:
             return
         last = token.inflight[-1].pass_id
         pp = token.pp
-        ws = token.inflight[0].snapshot["ws"][0]
-        if any(o.last_pass > last for o in [*pp.channels, ws]):
+        wss = [ws for ws, _ in token.inflight[0].snapshot["ws"]]
+        if any(o.last_pass > last for o in [*pp.channels, *wss]):
             # Later passes already built on these passes' effects; undoing them now would
             # corrupt those. Fail loudly instead of silently.
             err = ChannelError("a run_ahead was abandoned (its event loop stopped) with passes in flight, and later "
@@ -412,18 +368,18 @@ class Pipeline:
         self._wait_sync(token.inflight[-1])
         self._undo(pp, token.inflight)
 
-    async def _rewind(self, pp: _Prepared, discarded: deque) -> None:
+    async def _rewind(self, pp: PreparedPass, discarded: deque) -> None:
         """Let the discarded passes finish, then undo their effects on channels and the KV length."""
         if not discarded:
             return
         await self._wait(discarded[-1])  # passes complete in submission order
         self._undo(pp, discarded)
 
-    def _undo(self, pp: _Prepared, discarded: deque) -> None:
+    def _undo(self, pp: PreparedPass, discarded: deque) -> None:
         with deferred_interrupts():  # a half-done rewind would leave channels and the KV length disagreeing
             self._undo_passes(pp, discarded)
 
-    def _undo_passes(self, pp: _Prepared, discarded: deque) -> None:
+    def _undo_passes(self, pp: PreparedPass, discarded: deque) -> None:
         for rec in list(discarded)[:-1]:
             if rec.mapping is None:
                 self._fences.append(rec.fence)
@@ -431,7 +387,8 @@ class Pipeline:
         ids = {rec.pass_id for rec in discarded}
         for key, value in snap.items():
             if key == "ws":
-                value[0].set_length(value[1])
+                for ws, length in value:
+                    ws.set_length(length)
             else:
                 key.rewind(value, ids)
         discarded.clear()
