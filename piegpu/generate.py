@@ -154,7 +154,6 @@ class Generation:
         sampling.states.seed(SeqContext(tuple(sess.tokens + self.prompt_ids[-1:]), model.config.vocab_size, self.seed))
         self.stats.prefill_s = time.perf_counter() - t0
         queue: asyncio.Queue = asyncio.Queue()
-        emitted = [0]
         taken: list = []
 
         async def on_token():
@@ -162,24 +161,10 @@ class Generation:
             # Record the token at once: an interrupt after this line must not lose it.
             taken.append(tok)
             sess.pending = tok
-            if tok in self.stop_ids:
-                self.stats.stop_reason = "stop token"
-                return False
-            self.tokens.append(tok)
-            text = model.tokenizer.decode(self.tokens)
-            cut = min((text.find(s) for s in self.stop_strings if s in text), default=-1)
-            if cut >= 0:
-                text = text[:cut]
-                self.stats.stop_reason = "stop string"
-            if not text.endswith("\ufffd") or cut >= 0:
-                piece = text[emitted[0]:]
-                emitted[0] = len(text)
-                self.text = text
-                if piece:
-                    queue.put_nowait(piece)
-            if cut >= 0:
-                return False
-            return len(self.tokens) < self.budget
+            piece, more = self.accept(tok)
+            if piece:
+                queue.put_nowait(piece)
+            return more
 
         t1 = time.perf_counter()
         task = asyncio.ensure_future(pipe.run_ahead(loop.fwd, self.budget, on_token))
@@ -210,6 +195,25 @@ class Generation:
         self.stats.generated = len(self.tokens)
         if not self.stats.stop_reason:
             self.stats.stop_reason = "max_tokens"
+
+    def accept(self, tok: int) -> tuple:
+        """Take the next drawn token: (new text piece, whether to go on). Stop tokens and strings end it."""
+        if tok in self.stop_ids:
+            self.stats.stop_reason = "stop token"
+            return "", False
+        self.tokens.append(tok)
+        text = self.model.tokenizer.decode(self.tokens)
+        cut = min((text.find(s) for s in self.stop_strings if s in text), default=-1)
+        if cut >= 0:
+            text = text[:cut]
+            self.stats.stop_reason = "stop string"
+        piece = ""
+        if not text.endswith("\ufffd") or cut >= 0:  # a token may end inside a multi-byte character
+            piece = text[len(self.text):]
+            self.text = text
+        if cut >= 0:
+            return piece, False
+        return piece, len(self.tokens) < self.budget
 
     def _sampling(self, sess) -> _Sampling:
         states = SamplerStates(self.sampler, self.model.config.vocab_size)

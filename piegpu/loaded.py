@@ -85,11 +85,28 @@ class Model:
         return chat_prompt(messages, add_generation_prompt, self.chat_template)
 
     def generate(self, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
-                 seed: int = 0, stop=None, working_set=None, chat: bool = False, **sampler_args):
-        """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation."""
+                 seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, **sampler_args):
+        """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation.
+
+        With n > 1: n samples of the prompt (sample i uses seed + i), the prompt prefilled once and its
+        KV forked for each; returns a batching.Samples (.run(), .texts, .samples).
+        """
+        if n != 1:
+            from .batching import Samples
+            if working_set is not None:
+                raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set=")
+            return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
+                           temperature=temperature, stop=stop, chat=chat, **sampler_args)
         from .generate import Generation
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                           seed=seed, stop=stop, working_set=working_set, chat=chat, **sampler_args)
+
+    def generate_batch(self, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
+                       seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, **sampler_args) -> list:
+        """One finished Generation per prompt, decoded together (one row per prompt in each pass)."""
+        from .batching import generate_batch
+        return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
+                              seed=seed, stop=stop, chat=chat, max_batch=max_batch, **sampler_args)
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None) -> Model:

@@ -34,7 +34,8 @@ LAYERS = (
     ("runtime", ("piegpu/runtime/",)),
     ("model", ("piegpu/model/",)),
     ("apps", ("piegpu/samplers/", "piegpu/inferlets/", "piegpu/generate.py",
-              "piegpu/loaded.py")),  # the user-facing Model: generate() builds sampling epilogues
+              "piegpu/loaded.py",  # the user-facing Model: generate() builds sampling epilogues
+              "piegpu/batching.py")),  # generate_batch and n samples on the runtime Batch
     ("entry", ("piegpu/server/", "piegpu/cli.py",
                "piegpu/bench.py",  # `piegpu bench`
                "piegpu/__init__.py", "piegpu/__main__.py",

@@ -143,6 +143,19 @@ class GpuModel:
         self.rope_table(n)
         return WorkingSet(self, n, keys, vals, state)
 
+    def fork(self, ws: WorkingSet) -> WorkingSet:
+        """A working set holding a device-side copy of `ws`'s first ws.length positions (see WorkingSet.fork)."""
+        new = self.working_set(ws.max_tokens)
+        n = ws.length * self.config.num_key_value_heads * self.config.head_dim * 4
+        enc = self.device.create_command_encoder()
+        if n:
+            for src, dst in zip(ws.keys + ws.values, new.keys + new.values):
+                enc.copy_buffer_to_buffer(src, 0, dst, 0, n)
+        enc.copy_buffer_to_buffer(ws.state, 0, new.state, 0, 16)  # [length, positions, -, -]
+        self.device.queue.submit([enc.finish()])
+        new.length = ws.length
+        return new
+
     def scratch(self, T: int, rows: int) -> Scratch:
         """Activation buffers for passes of T tokens with `rows` readout rows (cached)."""
         s = self._scratch.get((T, rows))

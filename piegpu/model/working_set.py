@@ -41,6 +41,13 @@ class WorkingSet:
             raise ValidationError(f"note_length({n}): outside 0..{self.max_tokens}")
         self.length = n
 
+    def fork(self) -> "WorkingSet":
+        """A new working set of the same size holding a copy of this one's KV positions (copied on the device).
+
+        The copy is queued after every pass submitted so far, so it sees their tokens.
+        """
+        return self.model.fork(self)
+
     def set_length(self, n: int) -> None:
         """Truncate the sequence to its first n positions (device and host views)."""
         if not 0 <= n <= self.length:

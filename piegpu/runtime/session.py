@@ -107,6 +107,12 @@ class Session:
         self.tokens = ids[:-1]
         return keep
 
+    def fork(self) -> "Session":
+        """A session on a device-side copy of this working set (ws.fork()), knowing the same tokens."""
+        other = self.model.session(self.ws.fork())
+        other.tokens, other.pending = list(self.tokens), self.pending
+        return other
+
     def embedded(self, tokens: list) -> None:
         """Record tokens that a decode loop appended to the working set."""
         self.tokens = self.tokens + list(tokens)

@@ -1,0 +1,137 @@
+"""Continuous batching: generate_batch, n samples, sequences joining and leaving, forks, row samplers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from piegpu import ValidationError, eta
+from piegpu.runtime.batch import Batch
+from piegpu.runtime.session import run_sync
+from piegpu.samplers.rows import RowParams, RowSampler
+from tests.helpers import tiny_config, tiny_model
+
+PROMPTS = ["5 17 42 7", "100 3", "250 251 9 9 9 12 40", "77"]
+
+
+@pytest.fixture(scope="module")
+def tiny(gpu):
+    return tiny_model(tiny_config(layers=2, vocab=300), seed=11)[0]
+
+
+def alone(model, prompt, **kw):
+    g = model.generate(prompt, **kw)
+    g.run()
+    return g.tokens
+
+
+def test_greedy_batch_equals_each_prompt_alone(tiny):
+    gens = tiny.generate_batch(PROMPTS, max_tokens=10)
+    assert [g.tokens for g in gens] == [alone(tiny, p, max_tokens=10) for p in PROMPTS]
+    assert all(g.stats.generated == len(g.tokens) for g in gens)
+
+
+@pytest.mark.parametrize("sampler, options", [("top-p", {"top_p": 0.8}), ("top-k", {"top_k": 5}),
+                                              ("min-p", {"min_p": 0.1}), ("temperature", {}),
+                                              ("top-k", {"top_k": 20, "top_p": 0.9, "min_p": 0.02})])
+def test_seeded_batch_rows_equal_each_row_alone(tiny, sampler, options):
+    kw = dict(max_tokens=8, sampler=sampler, temperature=0.9, seed=1234, **options)
+    gens = tiny.generate_batch(PROMPTS, **kw)
+    assert [g.tokens for g in gens] == [alone(tiny, p, **kw) for p in PROMPTS]
+
+
+def test_n_samples_share_the_prompt_and_equal_seeded_runs_alone(tiny):
+    s = tiny.generate("5 17 42 7", max_tokens=6, sampler="top-p", top_p=0.9, seed=7, n=3)
+    texts = s.run()
+    assert len(texts) == 3
+    for i, g in enumerate(s.samples):
+        assert g.tokens == alone(tiny, "5 17 42 7", max_tokens=6, sampler="top-p", top_p=0.9, seed=7 + i)
+    assert len({tuple(g.tokens) for g in s.samples}) > 1  # different seeds, different samples
+
+
+def test_sequences_joining_and_leaving_mid_stream_change_nobody(tiny):
+    vocab = tiny.config.vocab_size
+    batch = Batch(tiny, lambda rows: RowSampler(rows, vocab), prefill_chunk=2)
+    ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS]
+    greedy = RowParams(temperature=0.0)
+    a = batch.add(ids[0], greedy, 12)
+    b = batch.add(ids[1], RowParams(0.8, top_p=0.9, seed=3), 3)  # leaves early (length)
+    for _ in range(4):
+        run_sync(batch.step())
+    c = batch.add(ids[2], greedy, 6)  # joins mid-stream, its prompt prefilled in chunks of 2
+    run_sync(batch.run())
+    assert a.tokens == alone(tiny, PROMPTS[0], max_tokens=12)
+    assert b.tokens == alone(tiny, PROMPTS[1], max_tokens=3, sampler="top-p", top_p=0.9, temperature=0.8, seed=3)
+    assert c.tokens == alone(tiny, PROMPTS[2], max_tokens=6)
+    assert (a.finish_reason, b.finish_reason, c.finish_reason) == ("length", "length", "length")
+    assert batch.stats.compositions >= 3 and batch.stats.prefill_passes >= 3
+
+
+def test_cancel_and_stop_from_the_consumer(tiny):
+    vocab = tiny.config.vocab_size
+    batch = Batch(tiny, lambda rows: RowSampler(rows, vocab))
+    ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS[:2]]
+    a = batch.add(ids[0], RowParams(0.0), 20, on_token=lambda s, t: len(s.tokens) < 4)
+    b = batch.add(ids[1], RowParams(0.0), 20)
+    while not b.tokens:
+        run_sync(batch.step())
+    b.cancel()
+    run_sync(batch.run())
+    assert (len(a.tokens), a.finish_reason) == (4, "stop")
+    assert (len(b.tokens), b.finish_reason) == (1, "cancelled")
+    assert a.tokens == alone(tiny, PROMPTS[0], max_tokens=4)
+
+
+def test_fork_copies_the_kv_prefix(tiny):
+    ws = tiny.working_set(32)
+    tiny.gpu.forward(ws, [5, 17, 42])
+    twin = ws.fork()
+    assert twin.length == 3 and twin is not ws
+    np.testing.assert_allclose(tiny.gpu.forward(twin, [7])[0], tiny.gpu.forward(ws, [7])[0], atol=1e-6)
+
+
+def test_bad_batch_requests_name_the_sequence(tiny):
+    batch = Batch(tiny, lambda rows: RowSampler(rows, tiny.config.vocab_size))
+    batch.add([1, 2], RowParams(), 4)
+    with pytest.raises(ValidationError, match="sequence 1: token ids \\[999\\] are outside"):
+        batch.add([999], RowParams(), 4)
+    with pytest.raises(ValidationError, match="sequence 1: the prompt has 300 tokens but the context holds 256"):
+        batch.add([3] * 300, RowParams(), 4)
+    with pytest.raises(ValidationError, match="top_p"):
+        RowParams(top_p=1.5)
+    with pytest.raises(ValidationError, match="batched sampling supports"):
+        tiny.generate_batch(["1 2"], sampler="typical")
+    with pytest.raises(ValidationError, match="prompt 1"):
+        tiny.generate_batch(["1 2", ""])
+    assert len(batch.active) == 1  # the refused requests changed nothing
+
+
+def test_per_row_sampler_parameters_are_data_not_recompiles(tiny):
+    """Changing a row's top_p, temperature or seed reuses the compiled epilogue (cache counters)."""
+    from piegpu.eta import cache
+    tiny.generate_batch(PROMPTS[:2], max_tokens=2, sampler="top-p", top_p=0.5, seed=1)
+    before = cache.cache_stats()
+    tiny.generate_batch(PROMPTS[:2], max_tokens=2, sampler="top-p", top_p=0.95, temperature=0.7, seed=9)
+    after = cache.cache_stats()
+    assert after["misses"] == before["misses"]
+
+
+def test_row_sampler_masks_equal_the_single_row_composites(gpu):
+    """Per-row tensor parameters of top_k_mask/top_p_mask/min_p_mask equal the scalar form row by row."""
+    from piegpu import dtype
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 64)).astype(np.float32) * 3
+    x[1, :5] = -np.inf
+    ks, ps, ms = np.array([3, 0, 64, 10], np.int32), np.array([0.5, 1.0, 0.9, 0.2], np.float32), \
+        np.array([0.1, 0.0, 0.5, 0.05], np.float32)
+    prog = eta.trace(lambda a, k, p, m: (eta.top_k_mask(a, k), eta.top_p_mask(a, p), eta.min_p_mask(a, m)),
+                     eta.spec([4, 64], dtype.f32), eta.spec([4], dtype.i32), eta.spec([4], dtype.f32),
+                     eta.spec([4], dtype.f32))
+    for backend in ("interp", "wgsl"):
+        k_rows, p_rows, m_rows = prog.run(x, ks, ps, ms, backend=backend)
+        for i in range(4):
+            row = eta.trace(lambda a: (eta.top_k_mask(a, int(ks[i])) if 0 < ks[i] < 64 else eta.broadcast(True, [64]),
+                                       eta.top_p_mask(a, float(ps[i])) if ps[i] < 1 else eta.broadcast(True, [64]),
+                                       eta.min_p_mask(a, float(ms[i]))), eta.spec([64], dtype.f32))
+            k1, p1, m1 = row.run(x[i], backend="interp")
+            assert (k_rows[i] == k1).all() and (p_rows[i] == p1).all() and (m_rows[i] == m1).all(), (backend, i)
