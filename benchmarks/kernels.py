@@ -1,12 +1,14 @@
 """Where a decode pass of the default model spends its device time, by kernel role.
 
-    python benchmarks/kernels.py [--context 100] [--json]
+    python benchmarks/kernels.py [--context 100] [--batch B] [--json]
 
 Each role's dispatches (e.g. the 30 QKV matvecs) are replayed on their own, three times
 in one command buffer, and timed; the sum is close to the whole pass. Roles: embed,
 qkv (RMSNorm folded in, RoPE + KV write as epilogue), attention, o (o-proj + residual),
 gu (gate/up with RMSNorm and SwiGLU), down (down-proj + residual), lm (final norm +
-logits). The weight format of each matrix is printed with it.
+logits). The weight format of each matrix is printed with it. With --batch B: a batched
+decode pass of B sequences (one token each): token-parallel matvecs over B tokens, RoPE +
+KV write (rope_kv) and attention per sequence.
 """
 
 import argparse
@@ -39,19 +41,26 @@ def timed(device, entries, probe, reps: int = 3) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--context", type=int, default=100, help="tokens already in the KV cache")
+    ap.add_argument("--batch", type=int, default=1, help="sequences in the decode pass")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     model = load_model(verbose=False)
     g = model.gpu
-    ws = model.working_set(args.context + 8)
-    g.forward(ws, [(7 * i) % 1000 + 100 for i in range(args.context)])
-    tokens = g.token_buffer([42])
-    logits, plan = g.dispatch_plan(ws, 1, tokens, (0, 1))
+    context = [(7 * i) % 1000 + 100 for i in range(args.context)]
+    wss = [model.working_set(args.context + 8) for _ in range(args.batch)]
+    for ws in wss:
+        g.forward(ws, context)
+    tokens = g.token_buffer([42] * args.batch)
+    if args.batch == 1:
+        logits, plan = g.dispatch_plan(wss[0], 1, tokens, (0, 1))
+    else:
+        logits, plan = g.batch_plan([(ws, i, 1) for i, ws in enumerate(wss)], tokens, [(i, 1) for i in range(args.batch)])
+        plan = [e for e in plan if e[3] != "advance"]  # replaying the length advance would move the context
     roles = defaultdict(list)
     for entry in plan:
         roles[entry[3]].append(entry)
     layer = g.layers[0]
-    fmt = {"qkv": layer["qkv"].fmt, "o": layer["o"].fmt, "gu": layer["gate_up"].fmt, "down": layer["down"].fmt,
+    fmt = {"qkv": layer.qkv.fmt, "o": layer.o.fmt, "gu": layer.gate_up.fmt, "down": layer.down.fmt,
            "lm": g.lm_head.fmt, "embed": g.embed.fmt}
     rows = {"total": {"dispatches": len(plan), "ms": timed(g.device, plan, logits)}}
     for role, entries in roles.items():
@@ -60,7 +69,7 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     total = rows["total"]["ms"]
-    print(f"decode pass at context {args.context}: {total:.1f} ms, {len(plan)} dispatches")
+    print(f"decode pass of {args.batch} sequence(s) at context {args.context}: {total:.1f} ms, {len(plan)} dispatches")
     for role, r in rows.items():
         if role != "total":
             print(f"  {role:10s} {r['dispatches']:4d} dispatches  {r['ms']:6.2f} ms  {100 * r['ms'] / total:5.1f}%  "

@@ -15,7 +15,7 @@ from .errors import ValidationError
 from .generate import Generation
 from .runtime.batch import Batch
 from .runtime.session import run_sync
-from .samplers.rows import RowParams, RowSampler
+from .samplers.rows import RowParams, RowSampling
 
 
 def _check_n(n) -> int:
@@ -25,8 +25,7 @@ def _check_n(n) -> int:
 
 
 def _batch(model, max_batch: int) -> Batch:
-    vocab = model.config.vocab_size
-    return Batch(model, lambda rows: RowSampler(rows, vocab), max_batch=max_batch)
+    return Batch(model, RowSampling(model.config.vocab_size), max_batch=max_batch)
 
 
 def _join(batch: Batch, g: Generation, session=None) -> None:

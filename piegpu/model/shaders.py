@@ -125,7 +125,8 @@ class ShaderLibrary:
         key = hashlib.sha256(src.encode()).hexdigest()
         k = self._kernels.get(key)
         if k is None:
-            label = f"{name}[{','.join(f'{a}={b}' for a, b in sorted(params.items()))}]"
+            shown = {a: (b if len(str(b)) <= 40 else f"<{len(str(b))} chars>") for a, b in params.items()}
+            label = f"{name}[{','.join(f'{a}={b}' for a, b in sorted(shown.items()))}]"
             k = self._kernels[key] = Kernel(self.device, src, label)
         return k
 

@@ -10,8 +10,10 @@ size. Only the B drawn tokens come back to the host. A sequence leaves when it d
 stop token, reaches max_tokens, or its consumer says stop or cancels it; its working
 set and session stay usable.
 
-The runtime does not import the samplers: the Batch is given a factory making the
-row sampler (piegpu.samplers.rows.RowSampler) for a batch size.
+The runtime does not import the samplers: the Batch is given a sampling object
+(piegpu.samplers.rows.RowSampling) with key(params) -> what shapes the epilogue for
+these rows, and make(rows, key) -> a row sampler with put(params, draws), clear() and
+step(logits).
 """
 
 from __future__ import annotations
@@ -75,19 +77,19 @@ class BatchStats:
 class Batch:
     """Sequences decoding together, joining and leaving between passes (see the module docstring)."""
 
-    def __init__(self, model, row_sampler: Callable, max_batch: int = 16, prefill_chunk: int = 128, pipe=None):
+    def __init__(self, model, sampling, max_batch: int = 16, prefill_chunk: int = 128, pipe=None):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValidationError(f"Batch: max_batch must be an int >= 1, got {max_batch!r}")
         if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
             raise ValidationError(f"Batch: prefill_chunk must be an int >= 1, got {prefill_chunk!r}")
         self.model = model
-        self.row_sampler = row_sampler  # rows -> a row sampler with put(params, draws), clear(), step(logits)
+        self.sampling = sampling
         self.max_batch = max_batch
         self.prefill_chunk = prefill_chunk
         self.pipe = pipe or model.default_pipeline
         self.sequences: list = []  # in the order they joined
         self.stats = BatchStats()
-        self._decode: tuple | None = None  # (working sets, ForwardPass, tokens, row sampler, token_out)
+        self._decode: tuple | None = None  # (working sets, key, ForwardPass, tokens, row sampler, token_out)
 
     # ---- joining ----------------------------------------------------------------------------
     def add(self, prompt: list, params, max_tokens: int, stop_ids=(), on_token: Callable | None = None,
@@ -160,30 +162,32 @@ class Batch:
         seq.prefilled = end
         self.stats.prefill_passes += 1
 
-    def _decode_pass_for(self, wss: list) -> tuple:
+    def _decode_pass_for(self, wss: list, key) -> tuple:
         if self._decode is not None and len(self._decode[0]) == len(wss) and all(
-                a is b for a, b in zip(self._decode[0], wss)):
+                a is b for a, b in zip(self._decode[0], wss)) and self._decode[1] == key:
             return self._decode
         B = len(wss)
         tokens = Channel([B], dtype.i32).named(f"batch[{B}]:tokens")
         token_out = Channel([B], dtype.i32).named(f"batch[{B}]:drawn")
-        rows = self.row_sampler(B)
+        rows = self.sampling.make(B, key)
         fwd = ForwardPass()
         fwd.embed(tokens, Channel.from_(np.arange(B + 1), dtype.u32))
         fwd.state(wss, StateGeometry.folding())
         fwd.epilogue(lambda: token_out.put(rows.step(intrinsics.outputs("logits"))))
-        self._decode = (list(wss), fwd, tokens, rows, token_out)
+        self._decode = (list(wss), key, fwd, tokens, rows, token_out)
         self.stats.compositions += 1
         return self._decode
 
     async def _decode_pass(self, ready: list) -> None:
-        _, fwd, tokens, rows, token_out = self._decode_pass_for([s.session.ws for s in ready])
+        params = [s.params for s in ready]
+        _, _, fwd, tokens, rows, token_out = self._decode_pass_for([s.session.ws for s in ready],
+                                                                   self.sampling.key(params))
         pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
         for ch in (tokens, token_out):
             ch.clear()
         rows.clear()
         tokens.put(np.array(pending, np.int32))
-        rows.put([s.params for s in ready], [len(s.tokens) for s in ready])
+        rows.put(params, [len(s.tokens) for s in ready])
         await self.pipe.submit(fwd)
         drawn = (await token_out.take()).tolist()
         self.stats.decode_passes += 1

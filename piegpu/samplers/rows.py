@@ -63,12 +63,50 @@ class RowParams:
         return cls(sampler.temperature, values[TopK], values[TopP], values[MinP], seed)
 
 
+STAGES = ("sample", "top_k", "top_p", "min_p")  # the parts of a row sampler's epilogue
+
+
+def structure_of(params: list) -> frozenset:
+    """The stages a batch of rows needs: any sampling row, any row with top-k, top-p or min-p on.
+
+    Parameter values are device data; only whether a stage is needed at all shapes the
+    epilogue, so an all-greedy batch costs one argmax and a new top_p value compiles nothing.
+    """
+    need = set()
+    for p in params:
+        if p.temperature > 0:
+            need.add("sample")
+            if 0 < p.top_k:
+                need.add("top_k")
+            if p.top_p < 1.0:
+                need.add("top_p")
+            if p.min_p > 0.0:
+                need.add("min_p")
+    return frozenset(need)
+
+
+class RowSampling:
+    """Makes row samplers for a runtime Batch: one per (batch size, structure)."""
+
+    def __init__(self, vocab: int):
+        self.vocab = vocab
+
+    def key(self, params: list) -> frozenset:
+        """What distinguishes the epilogues these rows need (see structure_of)."""
+        return structure_of(params)
+
+    def make(self, rows: int, key: frozenset) -> "RowSampler":
+        """A row sampler for `rows` rows with the stages of `key`."""
+        return RowSampler(rows, self.vocab, stages=key)
+
+
 class RowSampler:
     """Parameter channels for `rows` rows and the traced step that samples all of them."""
 
-    def __init__(self, rows: int, vocab: int, label: str = "rows"):
+    def __init__(self, rows: int, vocab: int, label: str = "rows", stages=STAGES):
         from ..runtime.channel import Channel
         self.rows, self.vocab = rows, vocab
+        self.stages = frozenset(stages)
         self.floats = Channel([rows, 3], dtype.f32).named(f"{label}:inv-temperature,top-p,min-p")
         self.ints = Channel([rows, 2], dtype.i32).named(f"{label}:greedy,top-k")
         self.rng = Channel([rows, 2], dtype.u32).named(f"{label}:rng")
@@ -100,10 +138,15 @@ class RowSampler:
         greedy, top_k = col(i, 0) > 0, col(i, 1)
         x = eta.sanitize(logits)
         best = eta.reduce_argmax(x)
+        if "sample" not in self.stages:  # every row is greedy
+            return best
         x = eta.minimum(x * keep_dims(inv_t, x), F32_MAX)
-        x = eta.mask_apply(x, eta.top_k_mask(x, top_k))
-        x = eta.mask_apply(x, eta.top_p_mask(x, top_p))
-        x = eta.mask_apply(x, eta.min_p_mask(x, min_p))
+        if "top_k" in self.stages:
+            x = eta.mask_apply(x, eta.top_k_mask(x, top_k))
+        if "top_p" in self.stages:
+            x = eta.mask_apply(x, eta.top_p_mask(x, top_p))
+        if "min_p" in self.stages:
+            x = eta.mask_apply(x, eta.min_p_mask(x, min_p))
         states = eta.reshape(r, [B * 2])
         noise = eta.concat([eta.gumbel(eta.slice_last(states, 2 * b, 2), [self.vocab]) for b in range(B)])
         drawn = eta.reduce_argmax(eta.sanitize(x) + eta.reshape(noise, [B, self.vocab]))

@@ -20,3 +20,12 @@ fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
   }
   return out;
 }
+
+// The token-tile matmul (matmul.wgsl): vec4 j of a block, and (d, m) = (1, 0).
+fn block_q(wb: u32, j: u32) -> vec4<f32> {
+  return h4(wb + 2u * j);
+}
+
+fn block_dm(wb: u32) -> vec2<f32> {
+  return vec2<f32>(1.0, 0.0);
+}

@@ -35,3 +35,13 @@ fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
   }
   return out;
 }
+
+// The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block (decoded once per
+// row and block, used for every token of the tile) and (d, m) with weight = d * q + m.
+fn block_q(wb: u32, j: u32) -> vec4<f32> {
+  return nib4(w[wb + j % 4u], select(0u, 4u, j >= 4u));
+}
+
+fn block_dm(wb: u32) -> vec2<f32> {
+  return unpack2x16float(w[wb + 4u]);
+}

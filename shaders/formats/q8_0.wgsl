@@ -31,3 +31,14 @@ fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
   }
   return out;
 }
+
+// The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block as unsigned bytes
+// q + 128, and (d, m) with weight = d * (q + 128) + m, m = -128 d.
+fn block_q(wb: u32, j: u32) -> vec4<f32> {
+  return ub4(w[wb + j] ^ 0x80808080u);
+}
+
+fn block_dm(wb: u32) -> vec2<f32> {
+  let d = unpack2x16float(w[wb + 8u]).x;
+  return vec2<f32>(d, -128.0 * d);
+}

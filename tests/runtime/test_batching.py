@@ -8,7 +8,7 @@ import pytest
 from piegpu import ValidationError, eta
 from piegpu.runtime.batch import Batch
 from piegpu.runtime.session import run_sync
-from piegpu.samplers.rows import RowParams, RowSampler
+from piegpu.samplers.rows import RowParams, RowSampling
 from tests.helpers import tiny_config, tiny_model
 
 PROMPTS = ["5 17 42 7", "100 3", "250 251 9 9 9 12 40", "77"]
@@ -51,7 +51,7 @@ def test_n_samples_share_the_prompt_and_equal_seeded_runs_alone(tiny):
 
 def test_sequences_joining_and_leaving_mid_stream_change_nobody(tiny):
     vocab = tiny.config.vocab_size
-    batch = Batch(tiny, lambda rows: RowSampler(rows, vocab), prefill_chunk=2)
+    batch = Batch(tiny, RowSampling(vocab), prefill_chunk=2)
     ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS]
     greedy = RowParams(temperature=0.0)
     a = batch.add(ids[0], greedy, 12)
@@ -69,7 +69,7 @@ def test_sequences_joining_and_leaving_mid_stream_change_nobody(tiny):
 
 def test_cancel_and_stop_from_the_consumer(tiny):
     vocab = tiny.config.vocab_size
-    batch = Batch(tiny, lambda rows: RowSampler(rows, vocab))
+    batch = Batch(tiny, RowSampling(vocab))
     ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS[:2]]
     a = batch.add(ids[0], RowParams(0.0), 20, on_token=lambda s, t: len(s.tokens) < 4)
     b = batch.add(ids[1], RowParams(0.0), 20)
@@ -91,7 +91,7 @@ def test_fork_copies_the_kv_prefix(tiny):
 
 
 def test_bad_batch_requests_name_the_sequence(tiny):
-    batch = Batch(tiny, lambda rows: RowSampler(rows, tiny.config.vocab_size))
+    batch = Batch(tiny, RowSampling(tiny.config.vocab_size))
     batch.add([1, 2], RowParams(), 4)
     with pytest.raises(ValidationError, match="sequence 1: token ids \\[999\\] are outside"):
         batch.add([999], RowParams(), 4)
