@@ -282,6 +282,8 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     out["depth1_greedy"]["submits_per_token"] = 1.0
     out["host_sampling"]["readback_bytes_per_token"] = model.gpu.config.vocab_size * 4
     out["epilogue"] = epilogue_compile()
+    from .bench_batch import run as batch_rows
+    out["batching"] = batch_rows(model, ref.ref, runs=runs)
     a = out["run_ahead_greedy"]
     out["ratios"] = {
         "numpy_over_run_ahead_speed": out["numpy_reference"]["ms_per_token"] / a["ms_per_token"],
@@ -326,6 +328,9 @@ def table(r: dict) -> str:
               f"top-a epilogue: trace {e['trace_ms']:.2f} ms, emit {e['emit_ms']:.1f} ms, cold compile "
               f"{e['cold_compile_ms']:.0f} ms (incl. pipeline creation), disk hit in a new process "
               f"{e['disk_hit_ms']:.0f} ms, warm trace + lookup {e['warm_trace_and_lookup_ms']:.2f} ms"]
+    if "batching" in r:
+        from .bench_batch import rows as batch_lines
+        lines += batch_lines(r["batching"])
     return "\n".join(lines)
 
 
