@@ -28,9 +28,9 @@ def _batch(model, max_batch: int) -> Batch:
     return Batch(model, RowSampling(model.config.vocab_size), max_batch=max_batch)
 
 
-def _join(batch: Batch, g: Generation, session=None) -> None:
+def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False) -> None:
     """Add generation g to the batch; its tokens and text arrive through g.accept."""
-    params = RowParams.of(g.sampler, g.seed)
+    params = RowParams.of(g.sampler, g.seed, logprobs)
     g._done = True  # it runs here, not through its own stream
     g.stats.stop_reason = ""
 
@@ -47,7 +47,7 @@ def _finish(batch: Batch, gens: list, t0: float, prefill_s: float = 0.0) -> list
         g.stats.decode_s = time.perf_counter() - t0
         g.stats.prefill_s = prefill_s
         if not g.stats.stop_reason:
-            g.stats.stop_reason = {"length": "max_tokens", "cancelled": "cancelled"}.get(s.finish_reason, "max_tokens")
+            g.stats.stop_reason = {"stop": "stop token", "cancelled": "cancelled"}.get(s.finish_reason, "max_tokens")
     return gens
 
 
@@ -81,8 +81,9 @@ def generate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temp
 class Samples:
     """n samples of one prompt (model.generate(prompt, n=N)): .run(), then .texts and .samples."""
 
-    def __init__(self, model, prompt: str, n: int, seed: int = 0, **kwargs):
+    def __init__(self, model, prompt: str, n: int, seed: int = 0, logprobs: bool = False, **kwargs):
         self.n = _check_n(n)
+        self.logprobs = logprobs  # then each sample's .logprobs: the model's log-probability of each token
         # sample i is the prompt generated alone with seed + i
         self.samples = [Generation(model, prompt, seed=(seed + i) & 0xFFFFFFFF, **kwargs) for i in range(n)]
         self.model = model
@@ -115,8 +116,10 @@ class Samples:
         prefill_s = time.perf_counter() - t0
         batch = _batch(self.model, max(self.n, 1))
         for g, sess in zip(self.samples, sessions):
-            _join(batch, g, session=sess)
+            _join(batch, g, session=sess, logprobs=self.logprobs)
         t1 = time.perf_counter()
         await batch.run()
         _finish(batch, self.samples, t1, prefill_s)
+        for g in self.samples:
+            g.logprobs = g._seq.logprobs[:len(g.tokens)]
         return [g.text for g in self.samples]

@@ -146,15 +146,35 @@ class GpuModel:
     def fork(self, ws: WorkingSet) -> WorkingSet:
         """A working set holding a device-side copy of `ws`'s first ws.length positions (see WorkingSet.fork)."""
         new = self.working_set(ws.max_tokens)
-        n = ws.length * self.config.num_key_value_heads * self.config.head_dim * 4
-        enc = self.device.create_command_encoder()
-        if n:
-            for src, dst in zip(ws.keys + ws.values, new.keys + new.values):
-                enc.copy_buffer_to_buffer(src, 0, dst, 0, n)
-        enc.copy_buffer_to_buffer(ws.state, 0, new.state, 0, 16)  # [length, positions, -, -]
-        self.device.queue.submit([enc.finish()])
-        new.length = ws.length
+        self.copy_working_sets([(ws, new)])
         return new
+
+    def copy_working_sets(self, pairs: list) -> None:
+        """Copy each source's KV positions and length into its destination, on the device, in list order.
+
+        One submit, queued after every pass submitted so far; a destination may be the source
+        of a later pair (copies run in order).
+        """
+        kr4 = self.config.num_key_value_heads * self.config.head_dim * 4
+        length = {}  # each working set's length once the copies before it have run
+        for src, dst in pairs:
+            n = length.get(id(src), src.length)
+            if n > dst.max_tokens:
+                raise ValidationError(f"copying a working set of {n} positions into one of {dst.max_tokens}. "
+                                      "Fix: a destination at least as large")
+            length[id(dst)] = n
+        enc = self.device.create_command_encoder()
+        length.clear()
+        for src, dst in pairs:
+            n = length.get(id(src), src.length)
+            if n:
+                for a, b in zip(src.keys + src.values, dst.keys + dst.values):
+                    enc.copy_buffer_to_buffer(a, 0, b, 0, n * kr4)
+            enc.copy_buffer_to_buffer(src.state, 0, dst.state, 0, 4)  # the length word; each keeps its size
+            length[id(dst)] = n
+        self.device.queue.submit([enc.finish()])
+        for _, dst in pairs:
+            dst.length = length[id(dst)]
 
     def scratch(self, T: int, rows: int) -> Scratch:
         """Activation buffers for passes of T tokens with `rows` readout rows (cached)."""

@@ -45,6 +45,7 @@ class Sequence:
     on_token: Callable | None = None  # (sequence, token) -> False to stop; called as each token arrives
     id: int = field(default_factory=lambda: next(_IDS))
     tokens: list = field(default_factory=list)  # drawn, stop token excluded
+    logprobs: list = field(default_factory=list)  # log-probability of each drawn token, when the row asked
     prefilled: int = 0  # prompt tokens already in the working set (up to len(prompt) - 1)
     finish_reason: str = ""  # "stop", "length" or "cancelled" once finished
     cancel_requested: bool = False
@@ -89,7 +90,7 @@ class Batch:
         self.pipe = pipe or model.default_pipeline
         self.sequences: list = []  # in the order they joined
         self.stats = BatchStats()
-        self._decode: tuple | None = None  # (working sets, key, ForwardPass, tokens, row sampler, token_out)
+        self._decode: tuple | None = None  # (working sets, key, ForwardPass, tokens, row sampler, token_out, lp_out)
 
     # ---- joining ----------------------------------------------------------------------------
     def add(self, prompt: list, params, max_tokens: int, stop_ids=(), on_token: Callable | None = None,
@@ -170,35 +171,46 @@ class Batch:
         tokens = Channel([B], dtype.i32).named(f"batch[{B}]:tokens")
         token_out = Channel([B], dtype.i32).named(f"batch[{B}]:drawn")
         rows = self.sampling.make(B, key)
+        lp_out = Channel([B], dtype.f32).named(f"batch[{B}]:logprobs") if rows.logprobs else None
         fwd = ForwardPass()
         fwd.embed(tokens, Channel.from_(np.arange(B + 1), dtype.u32))
         fwd.state(wss, StateGeometry.folding())
-        fwd.epilogue(lambda: token_out.put(rows.step(intrinsics.outputs("logits"))))
-        self._decode = (list(wss), key, fwd, tokens, rows, token_out)
+
+        @fwd.epilogue
+        def _():
+            logits = intrinsics.outputs("logits")
+            drawn = rows.step(logits)
+            token_out.put(drawn)
+            if lp_out is not None:
+                lp_out.put(rows.logprob(logits, drawn))
+        self._decode = (list(wss), key, fwd, tokens, rows, token_out, lp_out)
         self.stats.compositions += 1
         return self._decode
 
     async def _decode_pass(self, ready: list) -> None:
         params = [s.params for s in ready]
-        _, _, fwd, tokens, rows, token_out = self._decode_pass_for([s.session.ws for s in ready],
-                                                                   self.sampling.key(params))
+        _, _, fwd, tokens, rows, token_out, lp_out = self._decode_pass_for([s.session.ws for s in ready],
+                                                                           self.sampling.key(params))
         pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
-        for ch in (tokens, token_out):
+        for ch in (tokens, token_out) + ((lp_out,) if lp_out is not None else ()):
             ch.clear()
         rows.clear()
         tokens.put(np.array(pending, np.int32))
         rows.put(params, [len(s.tokens) for s in ready])
         await self.pipe.submit(fwd)
         drawn = (await token_out.take()).tolist()
+        lps = (await lp_out.take()).tolist() if lp_out is not None else [None] * len(ready)
         self.stats.decode_passes += 1
         self.stats.rows += len(ready)
-        for s, p, t in zip(ready, pending, drawn):
+        for s, p, t, lp in zip(ready, pending, drawn, lps):
             s.session.embedded([p])
             s.session.pending = t
             if t in s.stop_ids:
                 s.finish_reason = "stop"
                 continue
             s.tokens.append(t)
+            if s.params.logprobs:
+                s.logprobs.append(lp)
             keep = s.on_token(s, t) if s.on_token is not None else True
             if keep is False or s.cancel_requested:
                 s.finish_reason = "stop" if keep is False else "cancelled"

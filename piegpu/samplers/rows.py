@@ -36,6 +36,7 @@ class RowParams:
     top_p: float = 1.0
     min_p: float = 0.0
     seed: int = 0
+    logprobs: bool = False  # also return each drawn token's log-probability under the model (log_softmax)
 
     def __post_init__(self):
         object.__setattr__(self, "temperature", check_temperature(self.temperature))
@@ -44,7 +45,7 @@ class RowParams:
             raise ValidationError(f"seed must be an int in [0, 2^32), got {self.seed!r}")
 
     @classmethod
-    def of(cls, sampler: Sampler, seed: int = 0) -> "RowParams":
+    def of(cls, sampler: Sampler, seed: int = 0, logprobs: bool = False) -> "RowParams":
         """The row settings equal to `sampler` (ValidationError for stages a batched row cannot carry)."""
         values = {TopK: 0, TopP: 1.0, MinP: 0.0}
         seen = []
@@ -60,10 +61,10 @@ class RowParams:
         if sampler.processors:
             raise ValidationError(f"batched sampling does not carry logit processors yet ({sampler.processors!r}). "
                                   "Fix: drop the penalties, or generate this request alone")
-        return cls(sampler.temperature, values[TopK], values[TopP], values[MinP], seed)
+        return cls(sampler.temperature, values[TopK], values[TopP], values[MinP], seed, logprobs)
 
 
-STAGES = ("sample", "top_k", "top_p", "min_p")  # the parts of a row sampler's epilogue
+STAGES = ("sample", "top_k", "top_p", "min_p", "logprobs")  # the parts of a row sampler's epilogue
 
 
 def structure_of(params: list) -> frozenset:
@@ -74,6 +75,8 @@ def structure_of(params: list) -> frozenset:
     """
     need = set()
     for p in params:
+        if p.logprobs:
+            need.add("logprobs")
         if p.temperature > 0:
             need.add("sample")
             if 0 < p.top_k:
@@ -128,6 +131,16 @@ class RowSampler:
         """Host: drop queued settings (after a stopped pass)."""
         for ch in (self.floats, self.ints, self.rng):
             ch.clear()
+
+    @property
+    def logprobs(self) -> bool:
+        """Whether this sampler's epilogue also returns the drawn tokens' log-probabilities."""
+        return "logprobs" in self.stages
+
+    def logprob(self, logits, tokens):
+        """Traced: f32 [rows] log_softmax(logits)[row, token] of each row's drawn token (the model's own)."""
+        lp = eta.log_softmax(eta.sanitize(logits))
+        return eta.reshape(eta.gather_row(lp, tokens), [self.rows])
 
     def step(self, logits):
         """Traced: the i32 [rows] tokens drawn from f32 [rows, vocab] logits, each row by its own settings."""
