@@ -16,6 +16,9 @@ from .kernels import Kernels
 def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
     """Record one forward pass: weights `w` (a GpuModel), working set `ws`, scratch buffers `s`.
 
+    Bind groups over the working set's buffers are cached with the working set (ws.binds);
+    the others (weights and scratch only) with the recorder's store, the scratch's.
+
     `tokens` is the channel buffer holding the pass's token ids; the logits of token
     rows [first, first + rows) land in s.logits.
     """
@@ -30,8 +33,8 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
             k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
             x, norm = s.hn, None
         k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope,
-                      key=(i, "qkv"))
-        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"))
+                      key=(i, "qkv"), binds=ws.binds)
+        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), binds=ws.binds)
         k.matvec_residual(layer.o, s.o, residual=s.h, key=(i, "o"))
         # feed-forward block: h += down(silu(gate(x)) * up(x)), x = rmsnorm(h)
         if decode:

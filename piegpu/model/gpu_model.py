@@ -59,7 +59,7 @@ class Scratch:
         self.act = buf(T * c.intermediate_size + pad, "mlp-act")
         self.logits = buf(rows * c.vocab_size, "logits")
         self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 else None  # batched passes
-        self.binds: dict = {}  # bind groups over these buffers only (a batched pass's token-parallel steps)
+        self.binds: dict = {}  # bind groups over weights and these buffers only (shared by every working set)
 
 
 class GpuModel:
@@ -205,7 +205,7 @@ class GpuModel:
             if not (0 <= first and rows >= 1 and first + rows <= T):
                 raise ValidationError(f"readout rows [{first}, {first + rows}) outside the pass's {T} tokens")
             s = self.scratch(T, rows)
-            rec = Recorder(self.device, ws.binds)
+            rec = Recorder(self.device, s.binds)  # what does not touch the working set is shared by all of them
             forward(Kernels(self, rec, T, scope=(T, rows)), self, ws, s, tokens, first, rows)
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
@@ -233,7 +233,7 @@ class GpuModel:
         key = ("advance", T, keep)
         plan = ws.plans.get(key)
         if plan is None:
-            rec = Recorder(self.device, ws.binds)
+            rec = Recorder(self.device, ws.binds)  # every buffer of these is the working set's or its channel's
             Kernels(self, rec, T, scope=(T,)).advance(ws.state, keep)
             plan = ws.plans[key] = rec.plan
         replay(cpass, plan)

@@ -118,9 +118,14 @@ class ShaderLibrary:
     def __init__(self, device):
         self.device = device
         self._kernels: dict = {}
+        self._by_params: dict = {}
 
     def kernel(self, name: str, params: dict, snippets: dict | None = None) -> Kernel:
         """The compiled kernel for shader `name` with these parameters and snippets."""
+        memo = (name, tuple(sorted(params.items())), tuple(sorted((snippets or {}).items())))
+        k = self._by_params.get(memo)
+        if k is not None:  # building a plan asks for the same kernels many times: skip composing and hashing
+            return k
         src = compose(name, params, snippets)
         key = hashlib.sha256(src.encode()).hexdigest()
         k = self._kernels.get(key)
@@ -128,6 +133,7 @@ class ShaderLibrary:
             shown = {a: (b if len(str(b)) <= 40 else f"<{len(str(b))} chars>") for a, b in params.items()}
             label = f"{name}[{','.join(f'{a}={b}' for a, b in sorted(shown.items()))}]"
             k = self._kernels[key] = Kernel(self.device, src, label)
+        self._by_params[memo] = k
         return k
 
     def __len__(self) -> int:
