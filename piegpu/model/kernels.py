@@ -19,8 +19,8 @@ from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix
 
-PREFILL_TB = 16  # tokens per uniform window group (multiple of TILE_TOKENS)
 TILE_TOKENS = 8  # tokens per matmul tile (Q4_1 gate/up at 64 tokens: unrolled 8x8 tiles 2.9x faster than the looped kernel)
+ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
 TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8 vs 4: 7.1 vs 9.2 ms, Q4_1 gate/up, T=64)
 
 
@@ -104,12 +104,16 @@ class Kernels:
         """
         c = self.config
         n = self.T if tokens is None else tokens
-        params = {"WG": self.attention_wg(), "HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim,
-                  "KR": c.num_key_value_heads * c.head_dim,
+        params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
                   "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim)}
-        k = self.gpu.lib.kernel("attention", params)
+        if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
+            k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads})
+            groups = (ceil(n * c.num_attention_heads / 16), 1, 1)
+        else:  # a workgroup per (head, token), its threads splitting the positions
+            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg()})
+            groups = (c.num_attention_heads, n, 1)
         self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
-                          (c.num_attention_heads, n, 1), "attention", self.scope + key + (n, first), binds)
+                          groups, "attention", self.scope + key + (n, first), binds)
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (a batched pass's QKV, before RoPE)."""
@@ -166,8 +170,8 @@ class Kernels:
         if decode:
             groups, per = [(0, 1)], 1
         else:
-            per = gpu.max_uniform // row_bytes
-            per = per if per < PREFILL_TB else per - per % PREFILL_TB
+            per = gpu.max_uniform // row_bytes  # tokens whose x fits one uniform binding
+            per = per if per < TILE_TOKENS else per - per % TILE_TOKENS  # whole tiles: no computed-and-dropped tokens
             align = gpu.dev.limits.get("min-uniform-buffer-offset-alignment", 256)
             while per > 1 and (per * row_bytes) % align:  # group offsets must be aligned bindings
                 per -= 1
