@@ -22,6 +22,8 @@ var<workgroup> part_m: array<f32, WG>;
 var<workgroup> part_l: array<f32, WG>;
 var<workgroup> part_o: array<array<vec4<f32>, HD4>, WG>;
 
+{{ATTEND}}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let head = wid.x;
@@ -31,21 +33,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let n = min(state[0] + t + 1u, state[1]);  // state[1]: the working set's positions
   var qv = array<vec4<f32>, HD4>();
   for (var i = 0u; i < HD4; i++) { qv[i] = q[tok * QR4 + head * HD4 + i] * SCALE; }
-  var m = LOW;
-  var l = 0.0;
   var acc = array<vec4<f32>, HD4>();
-  for (var p = lid; p < n; p += WG) {
-    let base = p * KR4 + kv * HD4;
-    var s4 = vec4<f32>(0.0);
-    for (var i = 0u; i < HD4; i++) { s4 += qv[i] * kc[base + i]; }
-    let s = s4.x + s4.y + s4.z + s4.w;
-    let m2 = max(m, s);
-    let c = exp(m - m2);
-    let e = exp(s - m2);
-    l = l * c + e;
-    for (var i = 0u; i < HD4; i++) { acc[i] = acc[i] * c + e * vc[base + i]; }
-    m = m2;
-  }
+  let ml = attend(&qv, &acc, kv * HD4, lid, n, WG);
+  let m = ml.x;
+  let l = ml.y;
   part_m[lid] = m;
   part_l[lid] = l;
   part_o[lid] = acc;

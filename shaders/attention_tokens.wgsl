@@ -19,6 +19,8 @@ const GROUP: u32 = {{GROUP}}u;  // query heads per KV head
 const SCALE: f32 = {{SCALE}};   // 1 / sqrt(HD)
 const LOW: f32 = -3.0e38;       // finite "minus infinity": drivers may assume no inf
 
+{{ATTEND}}
+
 @compute @workgroup_size(16)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let t = gid.x / HEADS;
@@ -29,20 +31,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let n = min(state[0] + t + 1u, state[1]);  // state[1]: the working set's positions
   var qv = array<vec4<f32>, HD4>();
   for (var i = 0u; i < HD4; i++) { qv[i] = q[tok * QR4 + head * HD4 + i] * SCALE; }
-  var m = LOW;
-  var l = 0.0;
   var acc = array<vec4<f32>, HD4>();
-  for (var p = 0u; p < n; p++) {
-    let base = p * KR4 + kv * HD4;
-    var s4 = vec4<f32>(0.0);
-    for (var i = 0u; i < HD4; i++) { s4 += qv[i] * kc[base + i]; }
-    let s = s4.x + s4.y + s4.z + s4.w;
-    let m2 = max(m, s);
-    let c = exp(m - m2);
-    let e = exp(s - m2);
-    l = l * c + e;
-    for (var i = 0u; i < HD4; i++) { acc[i] = acc[i] * c + e * vc[base + i]; }
-    m = m2;
-  }
+  let ml = attend(&qv, &acc, kv * HD4, 0u, n, 1u);
+  let m = ml.x;
+  let l = ml.y;
   for (var i = 0u; i < HD4; i++) { o[tok * QR4 + head * HD4 + i] = acc[i] / l; }
 }

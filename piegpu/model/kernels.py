@@ -107,10 +107,10 @@ class Kernels:
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
                   "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim)}
         if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
-            k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads})
+            k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
             groups = (ceil(n * c.num_attention_heads / 16), 1, 1)
         else:  # a workgroup per (head, token), its threads splitting the positions
-            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg()})
+            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg()}, {"ATTEND": "attend"})
             groups = (c.num_attention_heads, n, 1)
         self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
                           groups, "attention", self.scope + key + (n, first), binds)

@@ -9,6 +9,7 @@ from piegpu import Channel, ForwardPass, StateGeometry, ValidationError, dtype
 from piegpu.eta import intrinsics
 from piegpu.runtime.session import run_sync as run
 from tests.helpers import tiny_config, tiny_model
+from tests.runtime.test_pipeline import host_greedy
 
 PROMPTS = [[5, 17, 42, 7], [100, 3], [250, 251, 9, 9, 9, 12, 40], [77]]
 
@@ -78,16 +79,7 @@ def test_greedy_batch_equals_each_sequence_alone(tiny):
     from piegpu import eta
     model, _ = tiny
     n = 12
-    solo = []
-    for p in PROMPTS:
-        ws = model.working_set(64)
-        logits = model.gpu.forward(ws, p)[0]
-        toks = []
-        for _ in range(n):
-            t = int(np.argmax(logits))
-            toks.append(t)
-            logits = model.gpu.forward(ws, [t])[0]
-        solo.append(toks)
+    solo = [host_greedy(model, p, n) for p in PROMPTS]
     pipe = model.pipeline()
     wss = [model.working_set(64) for _ in PROMPTS]
     prefill, ptoks = batch_pass(wss, [len(p) - 1 for p in PROMPTS if len(p) > 1] or [1])
