@@ -14,7 +14,8 @@ from ..errors import ValidationError
 from .ops import A_DTYPE, A_INT, A_SHAPE, A_STR, OPS, GroupOp, TType, check_shape, infer
 
 MAGIC = b"PIEETA"
-VERSION = 1
+VERSION = 2  # 2: channels are declared by name and cell type (docs/container.md)
+MAX_NAME_BYTES = 255  # a channel name is 1..255 bytes of UTF-8
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class Program:
         self.nodes: tuple = tuple(nodes)
         self.outputs: tuple = tuple(outputs)
         self.channels: tuple = tuple(channels)  # slot -> TType of one cell
-        self.channel_names: tuple = tuple(channel_names)  # debugging only; not part of the hash
+        # slot -> name: part of the bytes and the hash, so a runtime can bind channels by name
+        self.channel_names: tuple = channel_names_for(channel_names, len(self.channels))
         self.channel_objects: tuple = ()  # the traced Channel per slot (runtime only; not part of the hash)
 
     # ---- identity -----------------------------------------------------------------
@@ -98,8 +100,7 @@ class Program:
         """A readable listing: one `%i = op(%a, %b) {attrs} : type` line per node."""
         lines = []
         for i, ch in enumerate(self.channels):
-            name = self.channel_names[i] if i < len(self.channel_names) else ""
-            lines.append(f"channel {i}: {ch!r} {name}".rstrip())
+            lines.append(f"channel {i} {self.channel_names[i]!r}: {ch!r}")
         for i, n in enumerate(self.nodes):
             args = ", ".join(f"%{j}" for j in n.inputs)
             attrs = n.attr
@@ -123,6 +124,37 @@ class Program:
         return run(self, args, backend, **options)
 
 
+# ---- channel names ---------------------------------------------------------------------
+
+def check_channel_name(name: str, where: str) -> None:
+    """A channel name is 1..255 bytes of UTF-8 without control characters (ValidationError otherwise)."""
+    raw = name.encode("utf-8", "surrogatepass")
+    if not 1 <= len(raw) <= MAX_NAME_BYTES:
+        raise ValidationError(f"{where}: channel name {name!r} is {len(raw)} bytes of UTF-8; names take 1 to "
+                              f"{MAX_NAME_BYTES}. Fix: give the channel a shorter name with .named(...)")
+    bad = [c for c in name if ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) < 0xE000]
+    if bad:
+        raise ValidationError(f"{where}: channel name {name!r} contains the character {bad[0]!r}. Fix: use "
+                              "printable characters in channel names")
+
+
+def channel_names_for(given, count: int) -> tuple:
+    """The name of every channel slot: the given name, or "chan{slot}" when it has none.
+
+    A name an earlier slot already has gets "#{slot}" appended (again, until unique), so
+    names are unique per program and deterministic (docs/container.md, "Channel names").
+    """
+    given = tuple(given)
+    names: list = []
+    for slot in range(count):
+        name = str(given[slot]) if slot < len(given) and given[slot] else f"chan{slot}"
+        while name in names:
+            name = f"{name}#{slot}"
+        check_channel_name(name, f"channel {slot}")
+        names.append(name)
+    return tuple(names)
+
+
 # ---- canonical encoding ---------------------------------------------------------------
 
 def _enc_type(out: list, t: TType) -> None:
@@ -133,7 +165,9 @@ def _enc_type(out: list, t: TType) -> None:
 def encode(prog: Program) -> bytes:
     """Serialize a program to its canonical bytes."""
     out = [MAGIC, struct.pack("<H", VERSION), struct.pack("<H", len(prog.channels))]
-    for ch in prog.channels:
+    for name, ch in zip(prog.channel_names, prog.channels):
+        raw = name.encode("utf-8")
+        out.append(struct.pack("<H", len(raw)) + raw)
         _enc_type(out, ch)
     out.append(struct.pack("<I", len(prog.nodes)))
     for n in prog.nodes:
@@ -159,6 +193,14 @@ def encode(prog: Program) -> bytes:
     return b"".join(out)
 
 
+def _dtype_of(code: int, where: str):
+    """The dtype of a byte code in a container: f32, i32, u32 or bool (f16 is for weights, never in programs)."""
+    if code not in (dtype.f32.code, dtype.i32.code, dtype.u32.code, dtype.bool.code):
+        raise ValidationError(f"{where}: dtype code {code} is not one of 1 (f32), 2 (i32), 3 (u32), 4 (bool). "
+                              "Fix: the bytes are corrupt")
+    return dtype.from_code(code)
+
+
 class _Reader:
     def __init__(self, data: bytes):
         self.data, self.pos = data, 0
@@ -175,10 +217,7 @@ class _Reader:
 
     def type(self, what: str) -> TType:
         code, rank = self.take("<BB", what)
-        try:
-            dt = dtype.from_code(code)
-        except KeyError:
-            raise ValidationError(f"unknown dtype code {code} in {what}. Fix: the bytes are corrupt") from None
+        dt = _dtype_of(code, what)
         if rank > 4:
             raise ValidationError(f"rank {rank} > 4 in {what}. Fix: the bytes are corrupt")
         shape = self.take(f"<{rank}I", what)
@@ -201,7 +240,20 @@ def decode(data: bytes) -> Program:
         raise ValidationError(f"eta program bytes have version {version}; this piegpu reads version {VERSION}. "
                               "Fix: re-trace the function with this piegpu")
     (n_ch,) = r.take("<H", "channel count")
-    channels = [r.type(f"channel {i}") for i in range(n_ch)]
+    channels, names = [], []
+    for i in range(n_ch):
+        where = f"channel {i}"
+        (ln,) = r.take("<H", where)
+        try:
+            name = r.take(f"<{ln}s", where)[0].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError(f"{where}: the name is not UTF-8. Fix: the bytes are corrupt") from None
+        check_channel_name(name, where)
+        if name in names:
+            raise ValidationError(f"{where}: name {name!r} is also channel {names.index(name)}'s; names are "
+                                  "unique. Fix: the bytes are corrupt or come from a broken tracer")
+        names.append(name)
+        channels.append(r.type(where))
     (n_nodes,) = r.take("<I", "node count")
     if n_nodes > len(data):  # each node takes several bytes: a bigger count is a lie
         raise ValidationError(f"declared {n_nodes} nodes but only {len(data)} bytes. Fix: the bytes are corrupt")
@@ -230,13 +282,14 @@ def decode(data: bytes) -> Program:
         attrs = []
         for aname, kind in OPS[name].attrs:
             if kind == A_INT:
-                attrs.append(r.take("<q", where)[0])
+                (v,) = r.take("<q", where)
+                if not 0 <= v < (1 << 32):  # every int attribute is an index, count or bit pattern
+                    raise ValidationError(f"{where}: attribute {aname} = {v} is outside 0..2^32-1. "
+                                          "Fix: the bytes are corrupt")
+                attrs.append(v)
             elif kind == A_DTYPE:
                 (c,) = r.take("<B", where)
-                try:
-                    attrs.append(dtype.from_code(c))
-                except KeyError:
-                    raise ValidationError(f"{where}: unknown dtype code {c}. Fix: the bytes are corrupt") from None
+                attrs.append(_dtype_of(c, where))
             elif kind == A_SHAPE:
                 (rank,) = r.take("<B", where)
                 if rank > 4:
@@ -261,7 +314,8 @@ def decode(data: bytes) -> Program:
                               "Fix: pass exactly the bytes of one Program.to_bytes()")
     if sorted(inputs_seen) != list(range(len(inputs_seen))):
         raise ValidationError(f"input indices {sorted(inputs_seen)} are not 0..n-1. Fix: the bytes are corrupt")
-    prog = Program(nodes, outs, channels)
+    _check_seqs(nodes)
+    prog = Program(nodes, outs, channels, names)
     if encode(prog) != data:
         raise ValidationError("program bytes are not canonical (they decode but re-encode differently). "
                               "Fix: pass bytes produced by Program.to_bytes()")
@@ -295,3 +349,16 @@ def _check_node(i: int, node: Node, nodes: list, channels: list, inputs_seen: se
         got = ins[0] if node.op == "chan_put" else node.type
         if got != cell:
             raise ValidationError(f"{where}: value {got!r} does not match channel {slot}'s cell {cell!r}")
+
+
+def _check_seqs(nodes: list) -> None:
+    """The takes and the puts of each channel carry seq 0, 1, 2, ... in node order (as the tracer numbers them)."""
+    seen: dict = {}
+    for i, n in enumerate(nodes):
+        if n.op in GroupOp.COMMITTED:
+            slot, seq = n.attr["slot"], n.attr["seq"]
+            want = seen.get((n.op, slot), 0)
+            if seq != want:
+                raise ValidationError(f"node %{i} ({n.op}): seq {seq} but this is {n.op} number {want} on channel "
+                                      f"{slot}. Fix: the bytes are corrupt")
+            seen[(n.op, slot)] = want + 1
