@@ -11,4 +11,10 @@ if [ $rc -eq 5 ]; then
   echo "test.sh: pytest collected no tests -- that is a failure" >&2
   exit 1
 fi
+# The JS SDK (sdk/js): its own test run. A missing node fails here rather than skipping the SDK.
+if ! command -v node >/dev/null 2>&1; then
+  echo "test.sh: node is not installed, so the JS SDK tests (sdk/js) cannot run. Fix: install Node.js 20+" >&2
+  exit 1
+fi
+(cd sdk/js && node --test test/*.test.js) || { echo "test.sh: the JS SDK tests (sdk/js) failed" >&2; exit 1; }
 exit $rc
