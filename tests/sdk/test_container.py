@@ -85,3 +85,27 @@ def test_decoder_rejects_f16_and_version_1():
         eta.Program.from_bytes(data[:i] + bytes([dtype.f16.code]) + data[i + 1:])
     with pytest.raises(ValidationError, match="version 1"):
         eta.Program.from_bytes(MAGIC + struct.pack("<H", 1) + data[8:])
+
+
+def test_docs_container_md_lists_every_op_with_its_attributes_and_its_examples_hold():
+    import re
+    from pathlib import Path
+
+    from piegpu.eta.ops import OPS
+    text = (Path(__file__).resolve().parents[2] / "docs" / "container.md").read_text()
+    section = text.split("## 3. The op table", 1)[1].split("## 4.", 1)[0]
+    listed = {}
+    for row in section.splitlines():
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            for op in re.findall(r"`([a-z_]+)`", cells[0]):
+                listed[op] = [t.split(":")[0] for t in re.findall(r"`([^`]+)`", cells[2])]
+    assert set(listed) == set(OPS), sorted(set(OPS) ^ set(listed))
+    for op, d in OPS.items():
+        assert listed[op] == [a for a, _ in d.attrs], op
+    assert "c3a8792db4a3a7afda7dc0ebf84f81c049783b0b940f6de68f0c455e99ba0051" in text
+    assert eta.trace(lambda x: x * 2.0, eta.spec([4], dtype.f32)).hash in text
+    assert len(eta.trace(lambda x: x * 2.0, eta.spec([4], dtype.f32)).to_bytes()) == 118
+    ch = Channel([1], I32).named("token_out")
+    prog = eta.trace(lambda x: ch.put(eta.reshape(eta.reduce_argmax(x), [1])), eta.spec([3], dtype.f32))
+    assert prog.hash in text
