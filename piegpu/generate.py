@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass
 
 from .errors import ValidationError
 from .runtime.loops import DecodeLoop, decode_loop
+from .runtime.session import iterate_sync, run_sync
 from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 
 @dataclass
@@ -35,10 +37,19 @@ class _Sampling:
 
 
 class Generation:
-    """One streaming generation: iterate (for/async for) to get text pieces as tokens arrive."""
+    """One streaming generation: iterate (for/async for) to get text pieces as tokens arrive.
+
+    `on_token(piece)`, if given, is called with each text piece as it arrives (in the thread
+    running the generation; returning False cancels it): for toolkits without asyncio.
+    """
 
     def __init__(self, model, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
-                 seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, **sampler_args):
+                 seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, on_token=None,
+                 **sampler_args):
+        if on_token is not None and not callable(on_token):
+            raise ValidationError(f"generate: on_token must be callable (called with each text piece), "
+                                  f"got {on_token!r}")
+        model.check_open()
         if not isinstance(prompt, str):
             raise ValidationError(f"generate: prompt must be a str, got {type(prompt).__name__}")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -82,6 +93,8 @@ class Generation:
         self.text = ""
         self.stats = GenerationStats(prompt_tokens=len(ids))
         self._done = False
+        self.on_token = on_token
+        self._cancel = threading.Event()
 
     def _stops(self, stop):
         ids = set(self.model.config.eos_token_ids)
@@ -97,42 +110,35 @@ class Generation:
 
     # ---- iteration -------------------------------------------------------------------------------
     def __iter__(self):
-        loop = asyncio.new_event_loop()
-        agen = self.__aiter__()
-
-        async def next_piece():
-            return await agen.__anext__()
-        step = None
-        try:
-            while True:
-                step = loop.create_task(next_piece())
-                try:
-                    piece = loop.run_until_complete(step)
-                except StopAsyncIteration:
-                    break
-                yield piece
-        finally:
-            # A KeyboardInterrupt raised inside the loop (a signal, a callback) leaves the step
-            # pending: cancel it and let it finish, so the stream rewinds the passes in flight.
-            if step is not None and not step.done():
-                step.cancel()
-                try:
-                    loop.run_until_complete(step)
-                except BaseException:  # the cancellation (or what the stream raised meanwhile)
-                    pass
-            try:
-                loop.run_until_complete(agen.aclose())
-            finally:
-                loop.close()
+        """Text pieces as tokens arrive, from synchronous code anywhere: no loop, a running loop, any thread."""
+        return iterate_sync(self.__aiter__())
 
     def __aiter__(self):
         return self._stream()
 
     def run(self) -> str:
-        """Generate to the end and return the whole text."""
-        for _ in self:
+        """Generate to the end and return the whole text (callable wherever __iter__ is)."""
+        return run_sync(self.arun())
+
+    async def arun(self) -> str:
+        """Async run()."""
+        async for _ in self._stream():
             pass
         return self.text
+
+    def cancel(self) -> None:
+        """Stop this generation at its next token; callable from any thread (a Stop button's handler).
+
+        The token being drawn is still accepted (it arrives as the last piece) and the passes in
+        flight are rewound, so a later generate() on the same working set continues from exactly
+        the tokens this one produced. stats.stop_reason becomes "cancelled".
+        """
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether cancel() was called."""
+        return self._cancel.is_set()
 
     # ---- the work -------------------------------------------------------------------------------
     async def _stream(self):
@@ -147,6 +153,11 @@ class Generation:
         pipe = sess.pipe
         t0 = time.perf_counter()
         await sess.extend(self.prompt_ids[:-1])
+        if self._cancel.is_set():  # cancelled before decoding: the prompt's last token stays pending
+            sess.pending = self.prompt_ids[-1]
+            self.stats.stop_reason = "cancelled"
+            self.stats.prefill_s = time.perf_counter() - t0
+            return
         sampling = sess.loop(("generate", self.sampler), lambda: self._sampling(sess))
         loop = sampling.loop
         loop.token_in.clear()
@@ -211,9 +222,16 @@ class Generation:
         if not text.endswith("\ufffd") or cut >= 0:  # a token may end inside a multi-byte character
             piece = text[len(self.text):]
             self.text = text
-        if cut >= 0:
-            return piece, False
-        return piece, len(self.tokens) < self.budget
+        more = cut < 0 and len(self.tokens) < self.budget
+        if more and self._cancel.is_set():
+            self.stats.stop_reason = "cancelled"
+            more = False
+        if piece and self.on_token is not None and self.on_token(piece) is False:
+            self._cancel.set()
+            if more:
+                self.stats.stop_reason = "cancelled"
+                more = False
+        return piece, more
 
     def _sampling(self, sess) -> _Sampling:
         states = SamplerStates(self.sampler, self.model.config.vocab_size)

@@ -6,16 +6,25 @@ epilogues); piegpu.model.loading reads and uploads what it wraps.
 
 from __future__ import annotations
 
+import threading
+
 from .errors import ValidationError
 from .model.config import LlamaConfig
 from .model.loading import load_parts
 from .model.tokenizer import chat_prompt
+from .runtime.pipeline import MODEL_CLOSED, device_lock
 
 SESSION_ROUND = 256  # the shared session's working set grows in steps of this many tokens
 
 
 class Model:
-    """A loaded model: `tokenizer`, `config`, device weights, and the high-level generate API."""
+    """A loaded model: `tokenizer`, `config`, device weights, and the high-level generate API.
+
+    Thread-safe for embedding: generate() may run in several threads at once (each on its own
+    event loop; device work is serialized pass by pass by the runtime's device lock, see
+    runtime.pipeline.device_lock). close() -- or leaving `with piegpu.load_model() as model:` --
+    releases its device buffers.
+    """
 
     def __init__(self, config: LlamaConfig, tokenizer, gpu, source: str, chat_template: str | None):
         self.config = config
@@ -25,6 +34,38 @@ class Model:
         self.chat_template = chat_template
         self._default_pipeline = None
         self._shared_session = None
+        self._make_lock = threading.RLock()  # the default pipeline and shared session are made once
+
+    # ---- lifetime ----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called."""
+        return bool(getattr(self.gpu, "closed", False))
+
+    def check_open(self) -> None:
+        """Raise a ValidationError saying so if this model was closed."""
+        if self.closed:
+            raise ValidationError(MODEL_CLOSED)
+
+    def close(self) -> int:
+        """Release the model's device buffers: weights, working sets, scratch; returns the bytes released.
+
+        Call it when no generation of this model is running (one that is gets a clear error at its
+        next pass). Afterwards every use of the model or its working sets raises a ValidationError.
+        Closing twice does nothing. Other models on the same device are unaffected.
+        """
+        with device_lock(self.gpu.device):  # no pass of any thread is being recorded or submitted now
+            if self.closed:
+                return 0
+            self._default_pipeline = None
+            self._shared_session = None
+            return self.gpu.release()
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"<piegpu.Model {self.source}: {self.config.num_hidden_layers} layers, vocab {self.config.vocab_size}>"
@@ -36,17 +77,23 @@ class Model:
         `record_ahead`: record each next pass while the current one runs (default: GPUs only).
         """
         from .runtime.pipeline import Pipeline
+        self.check_open()
         return Pipeline(self, target=target, window=window, record_ahead=record_ahead)
 
     @property
     def default_pipeline(self):
         """The pipeline that generate(), sessions and inferlets share (made on first use)."""
-        if self._default_pipeline is None:
-            self._default_pipeline = self.pipeline()
-        return self._default_pipeline
+        pipe = self._default_pipeline
+        if pipe is None:
+            with self._make_lock:
+                if self._default_pipeline is None:
+                    self._default_pipeline = self.pipeline()
+                pipe = self._default_pipeline
+        return pipe
 
     def working_set(self, max_tokens: int | None = None):
         """The KV state of one sequence (up to max_tokens positions)."""
+        self.check_open()
         return self.gpu.working_set(max_tokens)
 
     def session(self, working_set=None, *, tokens: int | None = None):
@@ -57,6 +104,7 @@ class Model:
         prompt sharing a prefix with it (a chat template's system prompt) prefills only the rest.
         """
         from .runtime.session import Session
+        self.check_open()
         if working_set is not None:
             if tokens is not None:
                 raise ValidationError("session(working_set, tokens=...): pass one of them. Fix: drop tokens=")
@@ -64,7 +112,9 @@ class Model:
                 raise ValidationError("session(working_set): the working set belongs to another model. "
                                       "Fix: make it with this model's working_set()")
             if working_set.session is None:
-                working_set.session = Session(self, working_set, self.default_pipeline)
+                with self._make_lock:
+                    if working_set.session is None:
+                        working_set.session = Session(self, working_set, self.default_pipeline)
             return working_set.session
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
             raise ValidationError(f"session(tokens={tokens!r}): pass a working set or tokens=N (an int >= 1)")
@@ -85,8 +135,13 @@ class Model:
         return chat_prompt(messages, add_generation_prompt, self.chat_template)
 
     def generate(self, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
-                 seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, **sampler_args):
+                 seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,
+                 **sampler_args):
         """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation.
+
+        The synchronous forms (`for piece in ...`, `.run()`) work anywhere: no event loop, inside a
+        running one (Jupyter, qasync), any thread. `on_token(piece)` is called with each text piece
+        (return False to stop); `.cancel()` stops the generation at its next token, from any thread.
 
         With n > 1: n samples of the prompt (sample i uses seed + i), the prompt prefilled once and its
         KV forked for each; returns a batching.Samples (.run(), .texts, .samples).
@@ -96,15 +151,17 @@ class Model:
             if working_set is not None:
                 raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set=")
             return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
-                           temperature=temperature, stop=stop, chat=chat, **sampler_args)
+                           temperature=temperature, stop=stop, chat=chat, on_token=on_token, **sampler_args)
         from .generate import Generation
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
-                          seed=seed, stop=stop, working_set=working_set, chat=chat, **sampler_args)
+                          seed=seed, stop=stop, working_set=working_set, chat=chat, on_token=on_token,
+                          **sampler_args)
 
     def generate_batch(self, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                        seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, **sampler_args) -> list:
         """One finished Generation per prompt, decoded together (one row per prompt in each pass)."""
         from .batching import generate_batch
+        self.check_open()
         return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                               seed=seed, stop=stop, chat=chat, max_batch=max_batch, **sampler_args)
 

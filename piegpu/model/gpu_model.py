@@ -7,6 +7,7 @@ drives a GpuModel through encode() and encode_advance().
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from .. import channel_layout
 from ..errors import ModelError, ValidationError
 from ..runtime.dispatch import Recorder, UniformParams, replay
+from ..runtime.pipeline import MODEL_CLOSED
 from .forward import forward, forward_batch
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
@@ -96,6 +98,8 @@ class GpuModel:
         matrices = [m for L in self.layers for m in (L.qkv, L.o, L.gate_up, L.down)]
         matrices += [self.embed] + ([] if self.lm_head is self.embed else [self.lm_head])
         self.weight_bytes = sum(m.nbytes for m in matrices)
+        self._working_sets = weakref.WeakSet()  # destroyed by release() with everything else
+        self.closed = False
 
     # ---- buffers --------------------------------------------------------------------------
     def _vec(self, v: np.ndarray, label: str):
@@ -125,6 +129,8 @@ class GpuModel:
     def working_set(self, max_tokens: int | None = None) -> WorkingSet:
         """A fresh KV state for one sequence of up to max_tokens positions."""
         import wgpu
+        if self.closed:
+            raise ValidationError(MODEL_CLOSED)
         c = self.config
         n = int(max_tokens or min(c.max_position_embeddings, 4096))
         if not 1 <= n <= c.max_position_embeddings:
@@ -141,7 +147,9 @@ class GpuModel:
         state = self.device.create_buffer_with_data(data=np.array([0, n, 0, 0], np.uint32).tobytes(), usage=use,
                                                     label="ws-state")
         self.rope_table(n)
-        return WorkingSet(self, n, keys, vals, state)
+        ws = WorkingSet(self, n, keys, vals, state)
+        self._working_sets.add(ws)
+        return ws
 
     def fork(self, ws: WorkingSet) -> WorkingSet:
         """A working set holding a device-side copy of `ws`'s first ws.length positions (see WorkingSet.fork)."""
@@ -182,6 +190,56 @@ class GpuModel:
         if s is None:
             s = self._scratch[(T, rows)] = Scratch(self, T, rows)
         return s
+
+    def release(self) -> int:
+        """Destroy every device buffer of this model -- weights, working sets, scratch, tables -- and
+        drop the caches that refer to them; returns the bytes destroyed. The model is unusable after.
+
+        Buffers are found by walking this object's own state (and its working sets), so a buffer
+        cache added to it later is released too.
+        """
+        import wgpu
+        self.closed = True
+        found: dict = {}
+        seen: set = set()
+
+        def walk(v):
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            if isinstance(v, wgpu.GPUBuffer):
+                found[id(v)] = v
+            elif isinstance(v, (list, tuple, set, frozenset)):
+                for x in v:
+                    walk(x)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+            elif type(v).__module__.startswith("piegpu.") and hasattr(v, "__dict__") and v is not self.dev:
+                for x in vars(v).values():
+                    walk(x)
+        seen.update({id(self), id(self.dev), id(self.config), id(self.lib)})
+        wss = list(self._working_sets)
+        for ws in wss:
+            ws.session = None  # its decode loops and channels go with it
+            walk(ws)
+        walk(self)
+        freed = 0
+        for buf in found.values():
+            freed += buf.size
+            buf.destroy()
+        for ws in wss:
+            ws.binds.clear()
+            ws.plans.clear()
+        self._scratch.clear()
+        self._token_bufs.clear()
+        self._zero_vecs.clear()
+        self._rope = None
+        self.params = None
+        self.embed = self.lm_head = self.final_norm = None
+        self.layers = []
+        self._working_sets = weakref.WeakSet()
+        return freed
 
     # ---- passes ----------------------------------------------------------------------------
     def encode(self, cpass, ws: WorkingSet, T: int, tokens, readout: tuple = None) -> tuple:
@@ -256,6 +314,8 @@ class GpuModel:
 
     def forward(self, ws: WorkingSet, ids, readout: tuple | None = None) -> np.ndarray:
         """Run the tokens through the model (one submit per chunk); logits [rows, vocab] of the last chunk."""
+        if self.closed:
+            raise ValidationError(MODEL_CLOSED)
         ids = list(np.asarray(ids).reshape(-1))
         if not ids:
             raise ValidationError("forward: no tokens. Fix: pass at least one token id")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import threading
 import weakref
+from contextlib import contextmanager
 from collections import deque
 
 from ..errors import ChannelError, CompileError, ValidationError
@@ -29,6 +31,26 @@ from .records import PipelineStats, PreparedPass, SubmittedPass, UnsettledRun
 # encoding per pass on a GPU. On lavapipe the host shares the cores with the "device", and
 # it measured 4 ms/token slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
 _PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
+
+MODEL_CLOSED = ("this model was closed (model.close()) and its device buffers were released. "
+                "Fix: load it again with piegpu.load_model(), or close it only when done with it")
+_DEVICE_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_DEVICE_LOCKS_GUARD = threading.Lock()
+
+
+def device_lock(device) -> threading.RLock:
+    """The lock that serializes host-side device work on one wgpu device (shared by every model on it).
+
+    Held only around synchronous sections -- preparing a pass, recording + submitting it
+    together with the host mirror of its channels and working sets, rewinding -- never
+    across an await, so generations in several threads (each on its own event loop)
+    interleave pass by pass and the device queue sees whole passes in a consistent order.
+    """
+    with _DEVICE_LOCKS_GUARD:
+        lock = _DEVICE_LOCKS.get(device)
+        if lock is None:
+            lock = _DEVICE_LOCKS[device] = threading.RLock()
+        return lock
 
 
 class Pipeline:
@@ -57,10 +79,23 @@ class Pipeline:
         self._prepared = weakref.WeakKeyDictionary()  # ForwardPass -> PreparedPass, dropped with the pass
         self._fences: list = []
         self._running: list = []  # UnsettledRun of each run_ahead that has not rewound yet
+        self._lock = device_lock(self.device)
+
+    @contextmanager
+    def _device_work(self):
+        """Hold the device lock (see device_lock); refuse work for a model that was closed."""
+        with self._lock:
+            if getattr(self.gpu, "closed", False):
+                raise ValidationError(MODEL_CLOSED)
+            yield
 
     # ---- preparation ------------------------------------------------------------------------
     def prepare(self, fwd: ForwardPass) -> PreparedPass:
         """Trace and compile the pass's epilogue (once per ForwardPass object)."""
+        with self._device_work():
+            return self._prepare(fwd)
+
+    def _prepare(self, fwd: ForwardPass) -> PreparedPass:
         pp = self._prepared.get(fwd)
         if pp is not None:
             return pp
@@ -132,7 +167,7 @@ class Pipeline:
 
     def _fence(self):
         import wgpu
-        while self._fences:
+        while self._fences:  # (called under the device lock: no other thread pops meanwhile)
             fence = self._fences.pop()
             if reusable(fence):
                 return fence
@@ -172,10 +207,19 @@ class Pipeline:
     def _record_ahead(self, pp: PreparedPass) -> None:
         """Record the next pass now, while the device is busy, so its submit costs no encoding."""
         if self.record_ahead and pp.recorded is None and all(ref() is not None for ref in pp.wss):
-            pp.recorded = self._record(pp)
+            with self._device_work():
+                pp.recorded = self._record(pp)
 
     def _encode(self, pp: PreparedPass) -> SubmittedPass:
-        """Encode and submit one pass, updating the host mirror (callers hold deferred_interrupts())."""
+        """Encode and submit one pass, updating the host mirror (callers hold deferred_interrupts()).
+
+        Under the device lock: the pass's record, its submit and the host mirror of its
+        channels and working sets change together with respect to other threads too.
+        """
+        with self._device_work():
+            return self._encode_locked(pp)
+
+    def _encode_locked(self, pp: PreparedPass) -> SubmittedPass:
         self._refresh_sequences(pp)
         wss = [ref() for ref in pp.wss]
         for i, (ws, (_, count)) in enumerate(zip(wss, pp.seqs)):
@@ -349,6 +393,11 @@ class Pipeline:
             self._settle_one(token)
 
     def _settle_one(self, token: UnsettledRun) -> None:
+        with self._lock:
+            if token in self._running:  # not settled by another thread meanwhile
+                self._settle_locked(token)
+
+    def _settle_locked(self, token: UnsettledRun) -> None:
         self._running.remove(token)
         if not token.inflight:
             return
@@ -376,7 +425,10 @@ class Pipeline:
         self._undo(pp, discarded)
 
     def _undo(self, pp: PreparedPass, discarded: deque) -> None:
-        with deferred_interrupts():  # a half-done rewind would leave channels and the KV length disagreeing
+        if getattr(self.gpu, "closed", False):  # model.close() released the working sets: nothing to rewind
+            discarded.clear()
+            return
+        with self._lock, deferred_interrupts():  # a half-done rewind would leave channels and the KV length disagreeing
             self._undo_passes(pp, discarded)
 
     def _undo_passes(self, pp: PreparedPass, discarded: deque) -> None:

@@ -11,6 +11,7 @@ mode, speculative decoding and every inferlet run through it.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from ..dtypes import dtype
 from .channel import Channel
@@ -118,10 +119,132 @@ class Session:
         self.tokens = self.tokens + list(tokens)
 
 
-def run_sync(coro):
-    """Run a coroutine to completion on a fresh event loop (closed afterwards): the blocking entry points."""
-    loop = asyncio.new_event_loop()
+def _loop_running_here() -> bool:
     try:
-        return loop.run_until_complete(coro)
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class PrivateLoop:
+    """An event loop of piegpu's own, on which the blocking entry points run their coroutines.
+
+    With no event loop running in the calling thread (a script, a worker thread) the loop
+    runs in that thread, step by step, so Ctrl-C lands where it would in any asyncio program.
+    Inside a running loop (a Jupyter cell, a qasync app, an async web handler) a thread's
+    loop cannot be run again, so the private loop runs in a worker thread and the caller
+    blocks until each coroutine is done -- as any synchronous call does. Either way:
+    results and exceptions reach the caller; an exception raised in the caller while it
+    waits (KeyboardInterrupt) cancels the coroutine, waits for its cleanup (the rewind of
+    passes in flight), then propagates; a KeyboardInterrupt raised inside the loop (a
+    callback) does the same.
+    """
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread: threading.Thread | None = None
+        self._task = None
+        self._raised: BaseException | None = None  # a BaseException that escaped the worker's loop
+        if _loop_running_here():
+            self.thread = threading.Thread(target=self._serve, name="piegpu-sync-loop", daemon=True)
+            self.thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        while True:
+            try:
+                self.loop.run_forever()
+                return
+            except BaseException as e:  # e.g. a callback raised KeyboardInterrupt: hand it to the caller
+                self._raised = e
+                if self._task is not None and not self._task.done():
+                    self._task.cancel()  # and keep serving, so the task can clean up
+
+    def run(self, coro):
+        """Run `coro` on this loop to completion; its result (or exception) in the calling thread."""
+        if self.thread is None:
+            task = self.loop.create_task(coro)
+            try:
+                return self.loop.run_until_complete(task)
+            except BaseException:
+                # A KeyboardInterrupt raised inside the loop leaves the task pending: cancel it and
+                # let it finish, so the passes in flight are rewound.
+                if not task.done():
+                    task.cancel()
+                    try:
+                        self.loop.run_until_complete(task)
+                    except BaseException:  # the cancellation, or what the task raised meanwhile
+                        pass
+                raise
+        done = threading.Event()
+
+        def start():
+            self._task = self.loop.create_task(coro)
+            self._task.add_done_callback(lambda _: done.set())
+        self.loop.call_soon_threadsafe(start)
+        try:
+            done.wait()
+        except BaseException:  # Ctrl-C while waiting: stop the work, let it rewind, then propagate
+            self.loop.call_soon_threadsafe(lambda: self._task.cancel())  # runs after start() (FIFO)
+            done.wait()
+            raise
+        task, self._task = self._task, None
+        raised, self._raised = self._raised, None
+        if raised is not None:
+            raise raised
+        return task.result()
+
+    def close(self) -> None:
+        """Finish async generators left on the loop, stop the worker (if any), close the loop."""
+        if self.loop.is_closed():
+            return
+        try:
+            if self.thread is None:
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            else:
+                asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result()
+        finally:
+            if self.thread is not None:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                self.thread.join()
+            self.loop.close()
+
+
+def run_sync(coro):
+    """Run a coroutine to completion from synchronous code, wherever that is called: the blocking entry points.
+
+    With no event loop running in this thread it runs on a fresh loop here; inside a running
+    loop (Jupyter, qasync, an async handler) on a fresh loop in a worker thread (PrivateLoop).
+    """
+    runner = PrivateLoop()
+    try:
+        return runner.run(coro)
     finally:
-        loop.close()
+        runner.close()
+
+
+async def _anext(agen):
+    return await agen.__anext__()
+
+
+def iterate_sync(agen):
+    """Iterate an async generator from synchronous code, wherever that is called (see run_sync).
+
+    Each item is produced on one PrivateLoop kept for the whole iteration; leaving the loop
+    early (break, an exception in the loop body, the iterator closed or collected) closes
+    the async generator there, so its cleanup (rewinding passes in flight) runs.
+    """
+    runner = PrivateLoop()
+    try:
+        while True:
+            try:
+                item = runner.run(_anext(agen))
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        try:
+            runner.run(agen.aclose())
+        finally:
+            runner.close()
