@@ -22,8 +22,33 @@ def _sampler_options(args) -> tuple:
         if name == args.sampler:
             value = opts.pop(key)
     opts.update(mirostat_eta=args.mirostat_eta, repetition_penalty=args.repetition_penalty,
-                presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty)
+                presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
+                mirostat_m=args.mirostat_m, xtc_threshold=args.xtc_threshold,
+                dynatemp_exponent=args.dynatemp_exponent, samplers=args.samplers,
+                logit_bias=_bias_map(args.logit_bias))
     return value, {k: v for k, v in opts.items() if v is not None}
+
+
+def _bias_map(pairs):
+    """{token_id: bias} of repeated --logit-bias flags (repeated ids add up, as in llama.cpp)."""
+    if not pairs:
+        return None
+    out: dict = {}
+    for tok, b in pairs:
+        out[tok] = out.get(tok, 0.0) + b
+    return out
+
+
+def _logit_bias(text: str) -> tuple:
+    """An argparse type: ID=BIAS, or llama.cpp's ID+BIAS / ID-BIAS (e.g. 15043-inf bans token 15043)."""
+    import re
+    m = re.fullmatch(r"\s*(\d+)\s*(?:=\s*([+-]?\S+)|([+-]\S+))\s*", text)
+    try:
+        if m is None:
+            raise ValueError
+        return int(m.group(1)), float(m.group(2) if m.group(2) is not None else m.group(3))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TOKEN_ID=BIAS (e.g. 15043=-1.5 or 15043=-inf), got {text!r}")
 
 
 def _check_modes(args) -> None:
@@ -235,6 +260,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--eta-cutoff", type=float, default=None, metavar="ETA")
     g.add_argument("--mirostat", type=float, default=None, metavar="TAU", help="Mirostat v2 target surprise (bits)")
     g.add_argument("--mirostat-eta", type=float, default=None, metavar="LR", help="Mirostat learning rate (0.1)")
+    g.add_argument("--mirostat-v1", type=float, default=None, metavar="TAU",
+                   help="Mirostat v1 target surprise (bits); llama.cpp's --mirostat 1 --mirostat-ent TAU")
+    g.add_argument("--mirostat-m", type=int, default=None, metavar="M", help="Mirostat v1 tokens for s_hat (100)")
+    g.add_argument("--top-n-sigma", type=float, default=None, metavar="N", help="keep logits >= max - N*std (<= 0 off)")
+    g.add_argument("--tfs", dest="tfs_z", type=float, default=None, metavar="Z", help="tail-free sampling z (1 = off)")
+    g.add_argument("--xtc-probability", type=float, default=None, metavar="P",
+                   help="XTC: chance to drop the top choices (0 = off)")
+    g.add_argument("--xtc-threshold", type=float, default=None, metavar="T",
+                   help="XTC: prob threshold of a top choice (0.1; > 0.5 = off)")
+    g.add_argument("--dynatemp-range", type=float, default=None, metavar="D",
+                   help="dynamic temperature: --temperature +/- D by entropy (0 = off)")
+    g.add_argument("--dynatemp-exponent", type=float, default=None, metavar="E", help="dynamic temperature exponent (1)")
+    g.add_argument("--logit-bias", type=_logit_bias, action="append", default=None, metavar="ID=BIAS",
+                   help="add BIAS to token ID's logit (repeatable; -inf bans the token)")
+    g.add_argument("--samplers", default=None, metavar="NAMES",
+                   help="truncation order as llama.cpp names, e.g. 'top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature'")
     g.add_argument("--repetition-penalty", type=float, default=None, metavar="R", help="CTRL-style, 1 = off")
     g.add_argument("--presence-penalty", type=float, default=None, metavar="P")
     g.add_argument("--frequency-penalty", type=float, default=None, metavar="F")

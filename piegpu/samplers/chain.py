@@ -10,11 +10,10 @@ from .. import eta
 from ..dtypes import dtype
 from ..errors import ValidationError
 from .penalties import Penalties
-from .state import Processor, SeqContext, StateSpec, Truncation, check_temperature
+from .state import RNG_STATE, Processor, SeqContext, StateSpec, Truncation, check_temperature
 from .truncations import Mirostat
 
 F32_MAX = float(np.finfo(np.float32).max)
-RNG_STATE = "rng"
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,9 @@ class Sampler:
 
     Off stages (TopK(0), TopP(1), MinP(0), Typical(1), Penalties(1, 0, 0), ...) are dropped:
     they keep every token, so the chain equals (and compiles like) the chain without them.
-    Temperature 1 scales nothing and temperature 0 is greedy.
+    Temperature 1 scales nothing and temperature 0 is greedy. A DynamicTemperature stage
+    carries the temperature: the sampler takes it (a sampler temperature other than 1 must
+    agree), and with delta 0 the stage is plain temperature and is dropped.
     """
 
     temperature: float = 1.0
@@ -40,6 +41,7 @@ class Sampler:
         for p in self.processors:
             if not isinstance(p, Processor):
                 raise ValidationError(f"Sampler: {p!r} is not a Processor stage (Penalties, Watermark...)")
+        self._take_dynamic_temperature()
         object.__setattr__(self, "truncations", tuple(t for t in self.truncations if not t.off))
         object.__setattr__(self, "processors", tuple(p for p in self.processors if not p.off))
         mirostats = [i for i, t in enumerate(self.truncations) if isinstance(t, Mirostat)]
@@ -50,6 +52,18 @@ class Sampler:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValidationError(f"Sampler: two stages carry state named {sorted(dup)}. Fix: use one stage of each kind")
+
+    def _take_dynamic_temperature(self) -> None:
+        from .llamacpp import DynamicTemperature
+        dyn = [t for t in self.truncations if isinstance(t, DynamicTemperature)]
+        if len(dyn) > 1:
+            raise ValidationError("Sampler: more than one DynamicTemperature stage. Fix: use one")
+        if dyn:
+            t = dyn[0].temperature
+            if self.temperature not in (1.0, t):
+                raise ValidationError(f"Sampler: temperature {self.temperature} and DynamicTemperature("
+                                      f"temperature={t}) disagree. Fix: give the temperature once, in the stage")
+            object.__setattr__(self, "temperature", t)
 
     # ---- description -------------------------------------------------------------------------
     @property
@@ -77,7 +91,8 @@ class Sampler:
         if len(self.truncations) != 1:
             return 0.0
         t = self.truncations[0]
-        return float(next(getattr(t, f) for f in ("k", "p", "a", "mass", "epsilon", "tau", "eta") if hasattr(t, f)))
+        return float(next(getattr(t, f) for f in ("k", "p", "a", "mass", "epsilon", "tau", "eta", "n", "z",
+                                                  "probability", "delta") if hasattr(t, f)))
 
     def then(self, *stages) -> "Sampler":
         """This sampler with more stages: Processors join the processors, Truncations the truncations."""
@@ -93,10 +108,26 @@ class Sampler:
         return replace(self, processors=tuple(procs), truncations=tuple(truncs))
 
     def with_penalties(self, repetition: float = 1.0, presence: float = 0.0, frequency: float = 0.0) -> "Sampler":
-        """This sampler with repetition/presence/frequency penalties (a no-op stage is not added)."""
+        """This sampler with repetition/presence/frequency penalties (a no-op stage is not added).
+
+        The penalties come first among the processors, after a LogitBias (llama.cpp's order).
+        """
+        from .llamacpp import LogitBias
         p = Penalties(repetition, presence, frequency)
         rest = tuple(s for s in self.processors if not isinstance(s, Penalties))
-        return replace(self, processors=((p,) if p.active else ()) + rest)
+        bias = tuple(s for s in rest if isinstance(s, LogitBias))
+        rest = tuple(s for s in rest if not isinstance(s, LogitBias))
+        return replace(self, processors=bias + ((p,) if p.active else ()) + rest)
+
+    @property
+    def trace_key(self) -> tuple:
+        """What shapes the traced program: equal keys trace equal programs (LogitBias values are device data).
+
+        A decode loop cached under this key serves any sampler with the same key once its
+        states are seeded from that sampler (SamplerStates.seed(ctx, sampler=...)).
+        """
+        return (self.temperature, tuple(t.trace_key() for t in self.truncations),
+                tuple(p.trace_key() for p in self.processors))
 
     def _stages(self) -> tuple:
         return self.processors + (() if self.greedy else self.truncations)
@@ -133,7 +164,7 @@ class Sampler:
         # largest finite value keeps such a token dominant and the truncations well defined
         x = eta.minimum(x, F32_MAX)
         for t in self.truncations:
-            x = eta.mask_apply(x, t.keep(x, states))
+            x = t.transform(x, states)
         return x
 
     def step(self, logits, states: dict | None = None, allowed=None):
@@ -165,7 +196,7 @@ class Sampler:
         for t in self.truncations:
             k = t.keep(x, states or {})
             keep = k if keep is None else eta.and_(keep, k)
-            x = eta.mask_apply(x, k)
+            x = t.transform(x, states or {})
         return keep
 
     def sample(self, logits, state):
@@ -188,9 +219,16 @@ class SamplerStates:
         self.specs = sampler.states(vocab)
         self.channels = {s.name: Channel(s.shape, s.dtype).named(f"{label}:{s.name}") for s in self.specs}
 
-    def seed(self, ctx: SeqContext) -> None:
-        """Host: drop whatever the channels hold and put each state's initial value (no pass in flight)."""
-        init = self.sampler.initial(ctx)
+    def seed(self, ctx: SeqContext, sampler: Sampler | None = None) -> None:
+        """Host: drop whatever the channels hold and put each state's initial value (no pass in flight).
+
+        `sampler` (default: the one these channels were made for) may be any sampler with the same
+        trace_key, e.g. other logit biases: its values go into the same channels, nothing is retraced.
+        """
+        if sampler is not None and sampler.trace_key != self.sampler.trace_key:
+            raise ValidationError("SamplerStates.seed: this sampler traces another program than the one these "
+                                  "channels serve. Fix: make SamplerStates for it")
+        init = (sampler or self.sampler).initial(ctx)
         for s in self.specs:
             if s.name not in init:
                 raise ValidationError(f"sampler stage state {s.name!r} has no initial value")

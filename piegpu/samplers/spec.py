@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import ValidationError
 from .chain import Sampler
+from .llamacpp import XTC, DynamicTemperature, LogitBias, MirostatV1, TailFree, TopNSigma
 from .penalties import Penalties
 from .state import Truncation, check_temperature
 from .truncations import EpsilonCutoff, EtaCutoff, MinP, Mirostat, TopA, TopK, TopP, Typical
@@ -75,15 +78,46 @@ TRUNCATIONS = {"top-k": (TopK, 40), "top-p": (TopP, 0.9), "min-p": (MinP, 0.05),
                "typical": (Typical, 0.95), "epsilon-cutoff": (EpsilonCutoff, 3e-4),
                "eta-cutoff": (EtaCutoff, 3e-4), "mirostat": (Mirostat, 5.0)}
 NAMES = ("greedy", "temperature") + tuple(TRUNCATIONS)
-# keyword options of from_spec/generate that add a truncation, in the order they apply (HF's warper order)
-OPTION_ORDER = (("top_k", "top-k"), ("top_p", "top-p"), ("min_p", "min-p"), ("top_a", "top-a"),
-                ("typical", "typical"), ("epsilon_cutoff", "epsilon-cutoff"), ("eta_cutoff", "eta-cutoff"),
-                ("mirostat", "mirostat"))
-OPTIONS = tuple(k for k, _ in OPTION_ORDER) + ("mirostat_eta", "repetition_penalty", "presence_penalty",
-                                                "frequency_penalty")
+# the stages only keyword options add (two parameters, or no named sampler of their own)
+EXTRA_STAGES = {"top-n-sigma": TopNSigma, "tail-free": TailFree, "xtc": XTC,
+                "dynamic-temperature": DynamicTemperature, "mirostat-v1": MirostatV1}
+# keyword options of from_spec/generate that add a truncation, in the order they apply: HF's warper
+# order for the first wave; llama.cpp's default chain (penalties, dry, top_n_sigma, top_k, [tfs_z],
+# typ_p, top_p, min_p, xtc, temperature) places the new stages: top-n-sigma first, tail-free after
+# top-k, XTC after the cutoffs, the dynamic temperature last, Mirostat (v2 or v1) after everything
+OPTION_ORDER = (("top_n_sigma", "top-n-sigma"), ("top_k", "top-k"), ("tfs_z", "tail-free"), ("top_p", "top-p"),
+                ("min_p", "min-p"), ("top_a", "top-a"), ("typical", "typical"), ("epsilon_cutoff", "epsilon-cutoff"),
+                ("eta_cutoff", "eta-cutoff"), ("xtc_probability", "xtc"), ("dynatemp_range", "dynamic-temperature"),
+                ("mirostat", "mirostat"), ("mirostat_v1", "mirostat-v1"))
+# options that only qualify another: {option: the option it needs}
+SECONDARY = {"mirostat_eta": ("mirostat", "mirostat_v1"), "mirostat_m": ("mirostat_v1",),
+             "xtc_threshold": ("xtc_probability",), "dynatemp_exponent": ("dynatemp_range",)}
+OPTIONS = tuple(k for k, _ in OPTION_ORDER) + ("mirostat_eta", "mirostat_m", "xtc_threshold", "dynatemp_exponent",
+                                                "repetition_penalty", "presence_penalty", "frequency_penalty",
+                                                "logit_bias", "samplers")
+# llama.cpp's --samplers names (and piegpu's) -> the option whose stage they place; None: accepted, nothing to place
+SAMPLER_ORDER_NAMES = {
+    "top_n_sigma": "top_n_sigma", "top-n-sigma": "top_n_sigma", "top_k": "top_k", "top-k": "top_k",
+    "tfs_z": "tfs_z", "tfs": "tfs_z", "tail-free": "tfs_z", "top_p": "top_p", "top-p": "top_p",
+    "nucleus": "top_p", "min_p": "min_p", "min-p": "min_p", "top_a": "top_a", "top-a": "top_a",
+    "typ_p": "typical", "typical_p": "typical", "typical": "typical", "epsilon_cutoff": "epsilon_cutoff",
+    "eta_cutoff": "eta_cutoff", "xtc": "xtc_probability", "temperature": "dynatemp_range",
+    "temp": "dynatemp_range", "mirostat": "mirostat", "mirostat_v1": "mirostat_v1",
+    "penalties": None, "dry": None, "logit_bias": None,
+}
 
 
-def _stage(name: str, value, mirostat_eta: float | None = None) -> Truncation:
+def _stage(name: str, value, extra: dict) -> Truncation:
+    if name in EXTRA_STAGES:
+        cls = EXTRA_STAGES[name]
+        if cls is XTC:
+            return XTC(value, extra.get("xtc_threshold", 0.1))
+        if cls is DynamicTemperature:
+            return DynamicTemperature(extra["temperature"], value, extra.get("dynatemp_exponent", 1.0))
+        if cls is MirostatV1:
+            return MirostatV1(5.0 if value is None else value, extra.get("mirostat_eta", 0.1),
+                              extra.get("mirostat_m", 100))
+        return cls(value)
     cls, default = TRUNCATIONS[name]
     v = default if value is None else value
     if cls is TopK:
@@ -91,8 +125,25 @@ def _stage(name: str, value, mirostat_eta: float | None = None) -> Truncation:
             v = int(v)
         return TopK(v)
     if cls is Mirostat:
-        return Mirostat(v, 0.1 if mirostat_eta is None else mirostat_eta)
+        return Mirostat(v, extra.get("mirostat_eta", 0.1))
     return cls(v)
+
+
+def sampler_order(samplers) -> tuple:
+    """The option keys, in the order given by llama.cpp-style sampler names ("top_k;top_p;xtc" or a list)."""
+    names = samplers.replace(",", ";").split(";") if isinstance(samplers, str) else list(samplers)
+    keys = []
+    for n in names:
+        n = str(n).strip().lower()
+        if not n:
+            continue
+        if n not in SAMPLER_ORDER_NAMES:
+            raise ValidationError(f"samplers: unknown sampler {n!r}. Fix: use names from "
+                                  f"{sorted(SAMPLER_ORDER_NAMES)}, e.g. 'top_k;top_p;min_p;xtc;temperature'")
+        key = SAMPLER_ORDER_NAMES[n]
+        if key is not None and key not in keys:
+            keys.append(key)
+    return tuple(keys)
 
 
 def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, **options) -> Sampler:
@@ -102,17 +153,38 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
     "greedy" samples (at `temperature`), also at the option's off value (top_p=1 is plain
     sampling, as in vLLM and llama.cpp); temperature 0 is always greedy. The option of the
     named sampler itself (sampler="top-p", top_p=0.5) is its parameter, like `value`.
-    Off values (top_k=0, top_p=1, min_p=0, typical=1, repetition_penalty=1, ...) add no stage.
+    Off values (top_k=0, top_p=1, min_p=0, typical=1, repetition_penalty=1, top_n_sigma=0, tfs_z=1,
+    xtc_probability=0, dynatemp_range=0, logit_bias={}, ...) add no stage.
+
+    llama.cpp's options: top_n_sigma, tfs_z, xtc_probability + xtc_threshold (0.1),
+    dynatemp_range + dynatemp_exponent (1.0) around `temperature`, mirostat_v1=TAU (with
+    mirostat_eta and mirostat_m, 100), logit_bias={token_id: bias}, and samplers= the order of
+    the truncations as llama.cpp's --samplers names ("top_k;top_p;min_p;xtc;temperature"); a
+    stage option whose name the order leaves out is an error.
     """
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ValidationError(f"unknown sampler options {unknown}. Fix: use {list(OPTIONS)}")
     opts = {k: v for k, v in options.items() if v is not None}
-    miro_eta = opts.pop("mirostat_eta", None)
-    if miro_eta is not None and "mirostat" not in opts and not (
+    miro_eta = opts.get("mirostat_eta")
+    if miro_eta is not None and "mirostat" not in opts and "mirostat_v1" not in opts and not (
             isinstance(spec, str) and spec.replace("_", "-") == "mirostat") and not (
             isinstance(spec, Sampler) and any(isinstance(t, Mirostat) for t in spec.truncations)):
         raise ValidationError("mirostat_eta is set but no Mirostat sampler is. Fix: add mirostat=TAU")
+    for key, needs in SECONDARY.items():
+        if key != "mirostat_eta" and key in opts and not any(n in opts for n in needs):
+            raise ValidationError(f"{key} is set but {needs[0]} is not. Fix: add {needs[0]}=... or drop {key}")
+    extra_args = {k: opts.pop(k) for k in list(SECONDARY) if k in opts}
+    extra_args["temperature"] = temperature
+    bias = LogitBias(opts.pop("logit_bias", ()))
+    order = [k for k, _ in OPTION_ORDER]
+    if "samplers" in opts:
+        order = list(sampler_order(opts.pop("samplers")))
+        left = [k for k, _ in OPTION_ORDER if k in opts and k not in order]
+        if left:
+            raise ValidationError(f"samplers: {left} are set but not in the sampler order. Fix: add them to "
+                                  f"samplers (e.g. '{';'.join(order + left)}') or drop them")
+        order += [k for k, _ in OPTION_ORDER if k not in order]
     named = spec.replace("_", "-") if isinstance(spec, str) else None
     own = next((key for key, name in OPTION_ORDER if name == named), None)
     if own in opts:
@@ -122,7 +194,8 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
         value = opts.pop(own)
     pen = Penalties(opts.pop("repetition_penalty", 1.0), opts.pop("presence_penalty", 0.0),
                     opts.pop("frequency_penalty", 0.0))
-    extra = [_stage(name, opts[key], miro_eta) for key, name in OPTION_ORDER if key in opts]
+    names = dict(OPTION_ORDER)
+    extra = [_stage(names[key], opts[key], extra_args) for key in order if key in opts]
     if isinstance(spec, Sampler):
         base = spec
     else:
@@ -135,10 +208,12 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
         elif name == "temperature":
             base = Sampler(t)
         else:
-            base = Sampler(t, (_stage(name, value, miro_eta),))
+            base = Sampler(t, (_stage(name, value, extra_args),))
         if t == 0.0:
             base = Sampler(0.0)
     s = base.then(*extra) if extra and not base.greedy else base
     if pen.active:
         s = s.with_penalties(pen.repetition, pen.presence, pen.frequency)
+    if not bias.off:
+        s = replace(s, processors=(bias,) + tuple(p for p in s.processors if not isinstance(p, LogitBias)))
     return s

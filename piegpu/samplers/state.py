@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from ..dtypes import DType
 from ..errors import ValidationError
 
+RNG_STATE = "rng"  # the name of the sampler's RNG state [key, counter] (see chain.Sampler.states)
+
 
 @dataclass(frozen=True)
 class StateSpec:
@@ -53,6 +55,11 @@ class Stage:
         """Traced: the stage's next states once `token` was drawn from the `final` logits."""
         return {}
 
+    def trace_key(self):
+        """What of this stage shapes the traced program (hashable). Stages whose parameters are device
+        data (LogitBias) return less than themselves, so a new value traces the same program."""
+        return self
+
 
 class Processor(Stage):
     """A stage that rewrites the logits before temperature (penalties, watermark bias)."""
@@ -68,6 +75,12 @@ class Truncation(Stage):
     def keep(self, x, states: dict):
         """Traced: the bool keep mask of the (scaled, possibly already truncated) logits x."""
         raise NotImplementedError
+
+    def transform(self, x, states: dict):
+        """Traced: the logits after this stage: x where keep, -inf elsewhere (a stage that rescales,
+        such as DynamicTemperature, overrides this)."""
+        from .. import eta
+        return eta.mask_apply(x, self.keep(x, states))
 
 
 def check_temperature(t) -> float:

@@ -125,3 +125,132 @@ def penalties(x, counts, repetition=1.0, presence=0.0, frequency=0.0):
     if repetition != 1.0:
         x = np.where(seen, np.where(x > 0, x / repetition, x * repetition), x)
     return x - presence * seen - frequency * counts
+
+
+# ---- llama.cpp's samplers, written from src/llama-sampling.cpp as loops over its sorted candidate array ----
+# (float64; candidates = finite logits; ties ordered by token id; `x` is one row with NaN already -inf)
+
+def _desc(v) -> np.ndarray:
+    """Token ids by v descending, ties by lower id (llama.cpp's sort with a fixed tie order)."""
+    return np.lexsort((np.arange(v.size), -v))
+
+
+def top_n_sigma(x, n):
+    """llama_sampler_top_n_sigma_apply: a logit below max - n * std (of the non -inf logits) becomes -inf."""
+    keep, amb = np.ones(x.size, bool), np.zeros(x.size, bool)
+    if n <= 0 or x.size <= 1:
+        return keep, amb
+    valid = x != -np.inf
+    mx = x[valid].max() if valid.any() else -np.inf
+    mean = x[valid].sum() / valid.sum() if valid.any() else 0.0
+    std = np.sqrt(((x[valid] - mean) ** 2).sum() / valid.sum()) if valid.any() else 0.0
+    thr = mx - n * std
+    keep = ~(x < thr)
+    with np.errstate(invalid="ignore"):
+        amb = np.abs(x - thr) < TOL * max(1.0, abs(thr) if np.isfinite(thr) else 1.0, std)
+    return keep, amb & valid & (std > 0)  # equal logits: std is exactly 0 in float32 too
+
+
+def xtc(x, probability, threshold, chance):
+    """llama_sample_xtc_apply with min_keep 0; `chance` is the row's uniform draw (it fires unless chance > p)."""
+    keep, amb = np.ones(x.size, bool), np.zeros(x.size, bool)
+    if probability <= 0 or threshold > 0.5 or np.isfinite(x).sum() < 2 or chance > probability:
+        return keep, amb
+    p = probs(x)
+    order = [i for i in _desc(p) if np.isfinite(x[i])]  # the candidates, sorted
+    pos_last = 0
+    for i, tok in enumerate(order):
+        if p[tok] >= threshold:
+            pos_last = i
+        else:
+            break
+    if pos_last > 0:
+        keep[order[:pos_last]] = False
+    amb = np.isfinite(x) & (np.abs(p - threshold) < TOL * max(threshold, 1e-30))
+    if pos_last > 0:  # near-ties with the kept least likely token may swap places in float32
+        pmin = p[order[pos_last]]
+        amb |= np.isfinite(x) & (p >= threshold) & (np.abs(p - pmin) < TOL * pmin) & (p != pmin)
+        if amb.any():
+            amb[order[pos_last]] = True
+    return keep, amb
+
+
+def tail_free(x, z, min_keep=1):
+    """llama_sampler_tail_free_apply (llama.cpp before its removal; min_keep 1 as its test_tfs used)."""
+    keep, amb = np.ones(x.size, bool), np.zeros(x.size, bool)
+    size = int(np.isfinite(x).sum())
+    if z >= 1.0 or size <= 2:
+        return keep, amb
+    p = probs(x)
+    order = _desc(p)[:size]
+    ps = p[order]
+    d1 = ps[:-1] - ps[1:]
+    d2 = np.abs(d1[:-1] - d1[1:])
+    total = d2.sum()
+    norm = d2 / total if total > 1e-6 else np.full(d2.size, 1.0 / d2.size)
+    cum = np.cumsum(norm)
+    last_idx = size
+    for i in range(d2.size):
+        if cum[i] > z and i >= min_keep:
+            last_idx = i
+            break
+    keep = np.zeros(x.size, bool)
+    keep[order[:last_idx]] = True
+    near = [i for i in range(min_keep, d2.size) if abs(cum[i] - z) < TOL] + (
+        list(range(d2.size)) if abs(total - 1e-6) < 1e-7 else [])
+    for i in near:  # the cut may move by one rank in float32
+        amb[order[max(i - 1, 0):i + 2]] = True
+    return keep, amb
+
+
+def mirostat_v1_keep(x, mu, m=100):
+    """llama_sampler_mirostat_apply's top-k: k from a Zipf fit of the top m probabilities (pairs of p > 0 only)."""
+    p = probs(x)
+    order = _desc(p)
+    size = int((p > 0).sum())
+    n_pairs = min(m - 1, size - 1)
+    ps = p[order]
+    i = np.arange(max(n_pairs, 0))
+    t = np.log((i + 2.0) / (i + 1.0))
+    b = np.log(ps[i] / ps[i + 1]) if n_pairs > 0 else np.zeros(0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s_hat = (t * b).sum() / (t * t).sum() if n_pairs > 0 else np.nan
+        eps = s_hat - 1.0
+        k = (eps * 2.0 ** mu / (1.0 - float(x.size) ** (-eps))) ** (1.0 / s_hat)
+    k = float(x.size) if np.isnan(k) else min(max(k, 1.0), float(x.size))
+    kk = int(np.floor(k))
+    by_logit = _desc(x)
+    keep = np.zeros(x.size, bool)
+    keep[by_logit[:kk]] = True
+    amb = np.zeros(x.size, bool)
+    r = round(k)
+    if abs(k - r) < 2e-3 * max(1.0, k):  # int(k) may land on either side in float32
+        amb[by_logit[max(r - 2, 0):r + 1]] = True
+    return keep, amb
+
+
+def dynamic_temperature(x, temperature, delta, exponent):
+    """llama_sampler_temp_ext_apply: the logits after the stage (x are the candidates' unscaled logits)."""
+    x = np.asarray(x, np.float64)
+    if delta <= 0:
+        return x / temperature
+    n = int(np.isfinite(x).sum())
+    if n <= 1:
+        return x / temperature
+    lo, hi = max(0.0, temperature - delta), temperature + delta
+    p = probs(x)
+    h = -(p[p > 0] * np.log(p[p > 0])).sum()
+    dyn = lo + (hi - lo) * (h / np.log(n)) ** exponent
+    if dyn <= 0:
+        out = np.full(x.size, -np.inf)
+        out[int(np.argmax(x))] = x.max()
+        return out
+    return x / dyn
+
+
+def logit_bias(x, bias: dict):
+    """llama_sampler_logit_bias_apply: logit += bias for each listed token (a -inf bias bans it)."""
+    x = np.asarray(x, np.float64).copy()
+    for tok, b in bias.items():
+        x[tok] = -np.inf if b == -np.inf else x[tok] + b
+    return x
