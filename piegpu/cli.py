@@ -263,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mirostat-v1", type=float, default=None, metavar="TAU",
                    help="Mirostat v1 target surprise (bits); llama.cpp's --mirostat 1 --mirostat-ent TAU")
     g.add_argument("--mirostat-m", type=int, default=None, metavar="M", help="Mirostat v1 tokens for s_hat (100)")
-    g.add_argument("--top-n-sigma", type=float, default=None, metavar="N", help="keep logits >= max - N*std (<= 0 off)")
+    g.add_argument("--top-n-sigma", type=float, default=None, metavar="N",
+                   help="keep logits >= max - N*std (<= 0 off)")
     g.add_argument("--tfs", dest="tfs_z", type=float, default=None, metavar="Z", help="tail-free sampling z (1 = off)")
     g.add_argument("--xtc-probability", type=float, default=None, metavar="P",
                    help="XTC: chance to drop the top choices (0 = off)")
@@ -271,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="XTC: prob threshold of a top choice (0.1; > 0.5 = off)")
     g.add_argument("--dynatemp-range", type=float, default=None, metavar="D",
                    help="dynamic temperature: --temperature +/- D by entropy (0 = off)")
-    g.add_argument("--dynatemp-exponent", type=float, default=None, metavar="E", help="dynamic temperature exponent (1)")
+    g.add_argument("--dynatemp-exponent", type=float, default=None, metavar="E",
+                   help="dynamic temperature exponent (1)")
     g.add_argument("--logit-bias", type=_logit_bias, action="append", default=None, metavar="ID=BIAS",
                    help="add BIAS to token ID's logit (repeatable; -inf bans the token)")
     g.add_argument("--samplers", default=None, metavar="NAMES",

@@ -1,4 +1,5 @@
-"""llama.cpp's other samplers as device stages: XTC, top-n-sigma, dynamic temperature, tail-free, Mirostat v1, logit bias.
+"""llama.cpp's other samplers as device stages: XTC, top-n-sigma, dynamic temperature, tail-free,
+Mirostat v1 and logit bias.
 
 Each follows src/llama-sampling.cpp of ggml-org/llama.cpp (tail-free from the version before
 its removal in late 2024); the differences are in the docstrings. Three hold for all of them:

@@ -1,4 +1,5 @@
-"""llama.cpp's other samplers as device stages: XTC, top-n-sigma, dynamic temperature, tail-free, Mirostat v1, logit bias.
+"""llama.cpp's other samplers as device stages: XTC, top-n-sigma, dynamic temperature, tail-free,
+Mirostat v1 and logit bias.
 
 Each stage equals a numpy implementation written from llama.cpp's src/llama-sampling.cpp
 (tests/samplers/numpy_samplers.py) on many random logit rows with ties, -inf and NaN, on the
