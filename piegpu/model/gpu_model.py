@@ -223,7 +223,8 @@ class GpuModel:
         for ws in wss:
             ws.session = None  # its decode loops and channels go with it
             walk(ws)
-        walk(self)
+        for v in vars(self).values():
+            walk(v)
         freed = 0
         for buf in found.values():
             freed += buf.size
