@@ -57,21 +57,21 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
 
     Token-parallel steps (embedding, norms, every matvec) run once over all T tokens of
     the pass, so each weight block is read once per token tile whatever the sequence; the
-    steps that touch a sequence's KV state (RoPE + KV write, attention, the length
-    advance) run per sequence over its own working set. `readout` = [(first token row,
+    steps that touch a sequence's KV state (RoPE + KV write, attention) bind several
+    sequences' working sets per dispatch, each over its own KV cache and length. `readout` = [(first token row,
     rows)] per sequence: their logits land in s.logits, sequence by sequence.
     """
     rope = w.rope_table(max(ws.max_tokens for ws, _, _ in seqs))
+    G = k.seqs_per_dispatch()
+    groups = [seqs[j: j + G] for j in range(0, len(seqs), G)]
     k.embed(w.embed, tokens, out=s.h)
     for i, layer in enumerate(w.layers):
         # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
         k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
         k.qkv(layer.qkv, s.hn, out=s.qkv, key=(i, "qkv"))
-        for ws, first, n in seqs:
-            k.rope_kv(s.qkv, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope, tokens=n,
-                      first=first, key=(i, "rope_kv"), binds=ws.binds)
-            k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), tokens=n,
-                        first=first, binds=ws.binds)
+        for group in groups:  # several sequences' KV caches bound in one dispatch each
+            k.rope_kv_seqs(s.qkv, s.q, rope, group, i)
+            k.attention_seqs(s.q, s.o, group, i)
         k.matvec_residual(layer.o, s.o, residual=s.h, key=(i, "o"))
         # feed-forward block: h += down(silu(gate(x)) * up(x)), x = rmsnorm(h)
         k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))

@@ -25,6 +25,32 @@ TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8
 
 
 @lru_cache(maxsize=None)
+def seq_code(G: int, kind: str) -> dict:
+    """The generated parts of attention_seqs.wgsl / rope_kv_seqs.wgsl for G sequences per dispatch.
+
+    WGSL cannot index bindings, so each sequence gets its own KV and state bindings and a
+    switch case (the sequence index is uniform per workgroup, so the branch is too).
+    """
+    from .shaders import shader_source
+    if kind == "attention":
+        decls = [f"@group(0) @binding({3 + 3 * i}) var<storage, read> kc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({4 + 3 * i}) var<storage, read> vc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({5 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
+        attend = shader_source("attend")
+        fns = [attend.replace("fn attend(", f"fn attend_{i}(").replace("kc[", f"kc{i}[").replace("vc[", f"vc{i}[")
+               for i in range(G)]
+        cases = [f"    case {i}u: {{ ml = attend_{i}(&qv, &acc, kv * HD4, lid, min(st{i}[0] + t + 1u, st{i}[1]), WG); }}"
+                 for i in range(G)]
+        return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
+    decls = [f"@group(0) @binding({4 + 3 * i}) var<storage, read_write> kc{i}: array<vec2<f32>>;\n"
+             f"@group(0) @binding({5 + 3 * i}) var<storage, read_write> vc{i}: array<vec2<f32>>;\n"
+             f"@group(0) @binding({6 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
+    states = [f"    case {i}u: {{ len = st{i}[0]; cap = st{i}[1]; }}" for i in range(G)]
+    writes = [f"    case {i}u: {{ if (k) {{ vc{i}[at] = v; }} else {{ kc{i}[at] = v; }} }}" for i in range(G)]
+    return {"KV_BINDINGS": "\n".join(decls), "STATE_CASES": "\n".join(states), "WRITE_CASES": "\n".join(writes)}
+
+
+@lru_cache(maxsize=None)
 def tile_code(R: int, TB: int) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
@@ -115,21 +141,41 @@ class Kernels:
         self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
                           groups, "attention", self.scope + key + (n, first), binds)
 
+    def seqs_per_dispatch(self) -> int:
+        """How many sequences one attention_seqs / rope_kv_seqs dispatch binds (3 storage buffers each)."""
+        return max(1, (self.gpu.dev.limits.get("max-storage-buffers-per-shader-stage", 8) - 3) // 3)
+
+    def attention_seqs(self, q, out, seqs: list, layer: int) -> None:
+        """Attention for several sequences [(working set, first token, tokens)] in one dispatch (decode batches)."""
+        c = self.config
+        G = len(seqs)
+        params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
+                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim),
+                  "WG": self.attention_wg(), "SEQS": G, **seq_code(G, "attention")}
+        k = self.gpu.lib.kernel("attention_seqs", params)
+        bufs = {0: q, 1: out, 2: self.gpu.params(*[v for _, first, n in seqs for v in (n, first, 0, 0)])}
+        for i, (ws, _, _) in enumerate(seqs):
+            bufs.update({3 + 3 * i: ws.keys[layer], 4 + 3 * i: ws.values[layer], 5 + 3 * i: ws.state})
+        self.rec.dispatch(k, bufs, (c.num_attention_heads, max(n for _, _, n in seqs), G), "attention")
+
+    def rope_kv_seqs(self, qkv, q, rope, seqs: list, layer: int) -> None:
+        """RoPE + KV write for several sequences [(working set, first token, tokens)] in one dispatch."""
+        c = self.config
+        G = len(seqs)
+        qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+        k = self.gpu.lib.kernel("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": G,
+                                                 **seq_code(G, "rope_kv")})
+        bufs = {0: qkv, 1: q, 2: rope, 3: self.gpu.params(*[v for _, first, n in seqs for v in (n, first, 0, 0)])}
+        for i, (ws, _, _) in enumerate(seqs):
+            bufs.update({4 + 3 * i: ws.keys[layer], 5 + 3 * i: ws.values[layer], 6 + 3 * i: ws.state})
+        pairs = (qr + 2 * kr) // 2
+        self.rec.dispatch(k, bufs, (ceil(max(n for _, _, n in seqs) * pairs / 64), G, 1), "rope_kv")
+
     def qkv(self, w: GpuMatrix, x, out, key: tuple) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (a batched pass's QKV, before RoPE)."""
         c = self.config
         width = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim
         self._matvec(w, x, self.T, None, "store", {"OUT_STRIDE": width}, {3: out}, key)
-
-    def rope_kv(self, qkv, *, q, keys, values, state, rope, tokens: int, first: int, key: tuple,
-                binds: dict | None = None) -> None:
-        """RoPE on one sequence's q and k rows of `qkv`; q to `q`, k and v into its KV cache at its positions."""
-        c = self.config
-        qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-        k = self.gpu.lib.kernel("rope_kv_seq", {"QR": qr, "KR": kr, "HD": c.head_dim})
-        pairs = (qr + 2 * kr) // 2
-        self.rec.dispatch(k, {0: qkv, 1: q, 2: keys, 3: values, 4: state, 5: rope, 6: self.gpu.params(tokens, first)},
-                          (ceil(tokens * pairs / 64), 1, 1), "rope_kv", self.scope + key + (tokens, first), binds)
 
     def matvec_residual(self, w: GpuMatrix, x, residual, key: tuple) -> None:
         """residual += W x."""

@@ -48,7 +48,7 @@ class Recorder:
 
 
 class UniformParams:
-    """16-byte uniform buffers holding up to four u32 values, one per distinct tuple (shared).
+    """Uniform buffers of u32 values (16 bytes, or whole vec4s for longer tuples), one per distinct tuple (shared).
 
     Token counts and offsets reach kernels this way instead of as shader constants, so
     one compiled kernel serves every prompt length (lavapipe compiles a kernel on its
@@ -64,7 +64,7 @@ class UniformParams:
         import wgpu
         b = self._bufs.get(values)
         if b is None:
-            data = np.zeros(4, np.uint32)
+            data = np.zeros(max(4, -(-len(values) // 4) * 4), np.uint32)  # whole vec4<u32>s
             data[:len(values)] = values
             b = self._bufs[values] = self.device.create_buffer_with_data(
                 data=data.tobytes(), usage=wgpu.BufferUsage.UNIFORM, label=f"params{list(values)}")
