@@ -24,7 +24,7 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
     """
     decode = k.decode
     rope = w.rope_table(ws.max_tokens)
-    k.embed(w.embed, tokens, out=s.h)
+    k.embed(w.embed, tokens, out=s.h, binds=ws.binds)
     for i, layer in enumerate(w.layers):
         # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h)))))
         if decode:
@@ -64,7 +64,7 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
     rope = w.rope_table(max(ws.max_tokens for ws, _, _ in seqs))
     G = k.seqs_per_dispatch()
     groups = [seqs[j: j + G] for j in range(0, len(seqs), G)]
-    k.embed(w.embed, tokens, out=s.h)
+    k.embed(w.embed, tokens, out=s.h, binds={})  # the plan keeps it (the plan lives with its ForwardPass)
     for i, layer in enumerate(w.layers):
         # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
         k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))

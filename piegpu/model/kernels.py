@@ -97,15 +97,18 @@ class Kernels:
         self.scope = scope  # prefix of every bind-group key: what the pass's buffers depend on
 
     # ---- the steps ------------------------------------------------------------------------
-    def embed(self, table: GpuMatrix, tokens, out) -> None:
-        """out[t] = table[tokens[t]] for the T token ids of the tokens channel's oldest cell."""
+    def embed(self, table: GpuMatrix, tokens, out, binds: dict) -> None:
+        """out[t] = table[tokens[t]] for the T token ids of the tokens channel's oldest cell.
+
+        `binds` must die with the tokens channel's buffer (a working set's store, or a plan's own).
+        """
         c = self.config
         for buf, row0, nrows in table.chunks:
             params = {"NB": c.hidden_size // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size,
                       **channel_layout.shader_params()}
             k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{table.fmt}"})
             self.rec.dispatch(k, {0: buf, 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
-                              "embed", self.scope + ("embed", row0, tokens))
+                              "embed", self.scope + ("embed", row0, tokens), binds)
 
     def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0) -> None:
         """out[out_first + t] = rmsnorm(x[first + t]) * weight for `tokens` rows."""
