@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
 command -v clang-14 >/dev/null 2>&1 || need_apt+=(clang-14)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)  # the JS SDK's tests (sdk/js)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
