@@ -135,3 +135,14 @@ def test_row_sampler_masks_equal_the_single_row_composites(gpu):
                                        eta.min_p_mask(a, float(ms[i]))), eta.spec([64], dtype.f32))
             k1, p1, m1 = row.run(x[i], backend="interp")
             assert (k_rows[i] == k1).all() and (p_rows[i] == p1).all() and (m_rows[i] == m1).all(), (backend, i)
+
+
+@pytest.mark.slow
+def test_default_model_batch_equals_each_prompt_alone(default_model):
+    """The issue's check on the real model: 4 prompts batched greedy, and seeded top-p, token for token."""
+    prompts = ["Once upon a time", "The capital of France is", "def fibonacci(n):", "In 1969, the first"]
+    gens = default_model.generate_batch(prompts, max_tokens=12)
+    assert [g.tokens for g in gens] == [alone(default_model, p, max_tokens=12) for p in prompts]
+    kw = dict(max_tokens=8, sampler="top-p", top_p=0.9, temperature=0.8, seed=5)
+    gens = default_model.generate_batch(prompts, **kw)
+    assert [g.tokens for g in gens] == [alone(default_model, p, **kw) for p in prompts]
