@@ -26,7 +26,7 @@ TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8
 
 @lru_cache(maxsize=None)
 def seq_code(G: int, kind: str) -> dict:
-    """The generated parts of attention_seqs.wgsl / rope_kv_seqs.wgsl for G sequences per dispatch.
+    """The generated parts of attention.wgsl / rope_kv_seqs.wgsl for G sequences per dispatch.
 
     WGSL cannot index bindings, so each sequence gets its own KV and state bindings and a
     switch case (the sequence index is uniform per workgroup, so the branch is too).
@@ -137,29 +137,32 @@ class Kernels:
                   "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim)}
         if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
             k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
-            groups = (ceil(n * c.num_attention_heads / 16), 1, 1)
+            self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
+                              (ceil(n * c.num_attention_heads / 16), 1, 1), "attention", self.scope + key + (n, first),
+                              binds)
         else:  # a workgroup per (head, token), its threads splitting the positions
-            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg()}, {"ATTEND": "attend"})
-            groups = (c.num_attention_heads, n, 1)
-        self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
-                          groups, "attention", self.scope + key + (n, first), binds)
+            self._attention([(keys, values, state, first, n)], q, out, self.scope + key + (n, first), binds)
 
     def seqs_per_dispatch(self) -> int:
-        """How many sequences one attention_seqs / rope_kv_seqs dispatch binds (3 storage buffers each)."""
+        """How many sequences one attention / rope_kv_seqs dispatch binds (3 storage buffers each)."""
         return max(1, (self.gpu.dev.limits.get("max-storage-buffers-per-shader-stage", 8) - 3) // 3)
 
     def attention_seqs(self, q, out, seqs: list, layer: int) -> None:
-        """Attention for several sequences [(working set, first token, tokens)] in one dispatch (decode batches)."""
+        """Attention for several sequences [(working set, first token, tokens)] in one dispatch (batched passes)."""
+        self._attention([(ws.keys[layer], ws.values[layer], ws.state, first, n) for ws, first, n in seqs], q, out)
+
+    def _attention(self, seqs: list, q, out, key: tuple | None = None, binds: dict | None = None) -> None:
+        """attention.wgsl over [(keys, values, state, first token, tokens)] of one or more sequences."""
         c = self.config
         G = len(seqs)
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
                   "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim),
                   "WG": self.attention_wg(), "SEQS": G, **seq_code(G, "attention")}
-        k = self.gpu.lib.kernel("attention_seqs", params)
-        bufs = {0: q, 1: out, 2: self.gpu.params(*[v for _, first, n in seqs for v in (n, first, 0, 0)])}
-        for i, (ws, _, _) in enumerate(seqs):
-            bufs.update({3 + 3 * i: ws.keys[layer], 4 + 3 * i: ws.values[layer], 5 + 3 * i: ws.state})
-        self.rec.dispatch(k, bufs, (c.num_attention_heads, max(n for _, _, n in seqs), G), "attention")
+        k = self.gpu.lib.kernel("attention", params)
+        bufs = {0: q, 1: out, 2: self.gpu.params(*[v for *_, first, n in seqs for v in (n, first, 0, 0)])}
+        for i, (keys, values, state, _, _) in enumerate(seqs):
+            bufs.update({3 + 3 * i: keys, 4 + 3 * i: values, 5 + 3 * i: state})
+        self.rec.dispatch(k, bufs, (c.num_attention_heads, max(n for *_, n in seqs), G), "attention", key, binds)
 
     def rope_kv_seqs(self, qkv, q, rope, seqs: list, layer: int) -> None:
         """RoPE + KV write for several sequences [(working set, first token, tokens)] in one dispatch."""

@@ -141,15 +141,19 @@ def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tin
     assert sum(1 for e in events[:first_wait] if e[0] == "submit") == pipe.window  # no wait inside the window
 
 
-def test_stop_token_mid_window_and_continuation(tiny):
-    model, _ = tiny
-    ids = [5, 17, 42, 7]
-    expected = host_greedy(model, ids, 12)
-    stop_at = 5  # stop when the 5th token arrives, with passes still in flight
+def windowed_loop(model, ids: list, n: int) -> tuple:
+    """(host greedy tokens, a pipeline with 4 passes in flight, the prefilled working set, greedy_loop(...))."""
     pipe = model.pipeline(window=4)  # several passes in flight
     ws = model.working_set(128)
     prefill(pipe, ws, ids[:-1])
-    fwd, token_in, token_out = greedy_loop(ws, ids[-1])
+    return host_greedy(model, ids, n), pipe, ws, greedy_loop(ws, ids[-1])
+
+
+def test_stop_token_mid_window_and_continuation(tiny):
+    model, _ = tiny
+    ids = [5, 17, 42, 7]
+    stop_at = 5  # stop when the 5th token arrives, with passes still in flight
+    expected, pipe, ws, (fwd, token_in, token_out) = windowed_loop(model, ids, 12)
     got = []
 
     async def on_token():
@@ -172,11 +176,7 @@ def test_stop_token_mid_window_and_continuation(tiny):
 def test_exception_in_on_token_rewinds(tiny):
     model, _ = tiny
     ids = [9, 8, 7]
-    expected = host_greedy(model, ids, 8)
-    pipe = model.pipeline(window=4)  # several passes in flight
-    ws = model.working_set(128)
-    prefill(pipe, ws, ids[:-1])
-    fwd, _, token_out = greedy_loop(ws, ids[-1])
+    expected, pipe, ws, (fwd, _, token_out) = windowed_loop(model, ids, 8)
     got = []
 
     async def on_token():

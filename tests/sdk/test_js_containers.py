@@ -13,11 +13,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from piegpu import ValidationError, eta
+from piegpu import eta
 from piegpu.eta.interp import evaluate
 from tests.progen import random_input
 from tests.sdk.make_corpus import ROOT
 from tests.sdk.programs import PROGRAMS
+from tests.reliability.test_program_bytes_fuzz import decode_or_reject
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +83,7 @@ def test_js_container_decodes_and_runs_like_the_python_trace(js_made, name):
         assert all(_same(a, b) for (_, _, a), (_, _, b) in zip(puts_js, puts_py))
 
 
-def _decode_or_reject(data: bytes):
-    try:
-        prog = eta.Program.from_bytes(data)
-    except ValidationError:
-        return None
-    assert prog.to_bytes() == data, "decoded bytes that do not re-encode to themselves"
-    return prog
+_decode_or_reject = decode_or_reject  # the fuzz suite's: None when rejected, else canonical
 
 
 def test_mutations_of_js_made_containers_are_rejected(js_made):
