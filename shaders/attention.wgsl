@@ -45,16 +45,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   part_l[lid] = ml.y;
   part_o[lid] = acc;
   workgroupBarrier();
-  if (lid < HD4) {
-    var mm = LOW;
-    for (var u = 0u; u < WG; u++) { mm = max(mm, part_m[u]); }
+  var mm = LOW;
+  for (var u = 0u; u < WG; u++) { mm = max(mm, part_m[u]); }
+  for (var d = lid; d < HD4; d += WG) {  // every output vec4, also when WG < HD4
     var ll = 0.0;
     var out = vec4<f32>(0.0);
     for (var u = 0u; u < WG; u++) {
       let c = exp(part_m[u] - mm);
       ll += part_l[u] * c;
-      out += part_o[u][lid] * c;
+      out += part_o[u][d] * c;
     }
-    o[tok * QR4 + head * HD4 + lid] = out / ll;
+    o[tok * QR4 + head * HD4 + d] = out / ll;
   }
 }
