@@ -114,7 +114,7 @@ class Samples:
         await base.extend(ids[:-1])
         sessions = [base] + [base.fork() for _ in range(self.n - 1)]
         prefill_s = time.perf_counter() - t0
-        batch = _batch(self.model, max(self.n, 1))
+        batch = _batch(self.model, self.n)
         for g, sess in zip(self.samples, sessions):
             _join(batch, g, session=sess, logprobs=self.logprobs)
         t1 = time.perf_counter()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 import time
 
-import numpy as np
 
 PREFILL_TEXT = ("The old lighthouse keeper climbed the stairs every evening, counting the steps and listening to "
                 "the sea. ") * 60
@@ -104,7 +103,6 @@ def rows(r: dict) -> list:
 
 def run(model, ref_model, runs: int = 3) -> dict:
     """Every measurement of this module."""
-    np.random.seed(0)
     return {"prefill_vs_numpy": prefill_vs_numpy(model, ref_model, runs=runs),
             "batched_decode": batched_decode(model, runs=runs),
             "ttft": time_to_first_token(model, runs=runs)}

@@ -165,21 +165,20 @@ class GpuModel:
         """
         kr4 = self.config.num_key_value_heads * self.config.head_dim * 4
         length = {}  # each working set's length once the copies before it have run
+        copies = []  # (src, dst, positions), checked before anything is recorded
         for src, dst in pairs:
             n = length.get(id(src), src.length)
             if n > dst.max_tokens:
                 raise ValidationError(f"copying a working set of {n} positions into one of {dst.max_tokens}. "
                                       "Fix: a destination at least as large")
             length[id(dst)] = n
+            copies.append((src, dst, n))
         enc = self.device.create_command_encoder()
-        length.clear()
-        for src, dst in pairs:
-            n = length.get(id(src), src.length)
+        for src, dst, n in copies:
             if n:
                 for a, b in zip(src.keys + src.values, dst.keys + dst.values):
                     enc.copy_buffer_to_buffer(a, 0, b, 0, n * kr4)
             enc.copy_buffer_to_buffer(src.state, 0, dst.state, 0, 4)  # the length word; each keeps its size
-            length[id(dst)] = n
         self.device.queue.submit([enc.finish()])
         for _, dst in pairs:
             dst.length = length[id(dst)]

@@ -18,7 +18,6 @@ step(logits).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -30,9 +29,6 @@ from ..eta import intrinsics
 from .channel import Channel
 from .forward import ForwardPass, StateGeometry
 
-_IDS = itertools.count()
-
-
 @dataclass(eq=False)
 class Sequence:
     """One sequence of a Batch: its session, settings, the tokens it drew, and where they go."""
@@ -43,7 +39,6 @@ class Sequence:
     max_tokens: int
     stop_ids: frozenset
     on_token: Callable | None = None  # (sequence, token) -> False to stop; called as each token arrives
-    id: int = field(default_factory=lambda: next(_IDS))
     tokens: list = field(default_factory=list)  # drawn, stop token excluded
     logprobs: list = field(default_factory=list)  # log-probability of each drawn token, when the row asked
     prefilled: int = 0  # prompt tokens already in the working set (up to len(prompt) - 1)
@@ -63,6 +58,19 @@ class Sequence:
     def cancel(self) -> None:
         """Leave the batch before the next pass (from any thread); the tokens drawn so far stay."""
         self.cancel_requested = True
+
+
+@dataclass
+class _DecodePass:
+    """The decode pass of one composition (its working sets, in row order) and the epilogue's stages."""
+
+    wss: list
+    key: object  # the sampling key (which stages the rows need)
+    fwd: ForwardPass
+    tokens: Channel  # each row's pending token, put by the host before the pass
+    rows: object  # the row sampler
+    token_out: Channel
+    lp_out: Channel | None  # each drawn token's log-probability, when a row asked
 
 
 @dataclass
@@ -90,7 +98,7 @@ class Batch:
         self.pipe = pipe or model.default_pipeline
         self.sequences: list = []  # in the order they joined
         self.stats = BatchStats()
-        self._decode: tuple | None = None  # (working sets, key, ForwardPass, tokens, row sampler, token_out, lp_out)
+        self._decode: _DecodePass | None = None  # the last composition's pass (reused while it stays)
 
     # ---- joining ----------------------------------------------------------------------------
     def add(self, prompt: list, params, max_tokens: int, stop_ids=(), on_token: Callable | None = None,
@@ -163,10 +171,10 @@ class Batch:
         seq.prefilled = end
         self.stats.prefill_passes += 1
 
-    def _decode_pass_for(self, wss: list, key) -> tuple:
-        if self._decode is not None and len(self._decode[0]) == len(wss) and all(
-                a is b for a, b in zip(self._decode[0], wss)) and self._decode[1] == key:
-            return self._decode
+    def _decode_pass_for(self, wss: list, key) -> _DecodePass:
+        d = self._decode
+        if d is not None and d.key == key and len(d.wss) == len(wss) and all(a is b for a, b in zip(d.wss, wss)):
+            return d
         B = len(wss)
         tokens = Channel([B], dtype.i32).named(f"batch[{B}]:tokens")
         token_out = Channel([B], dtype.i32).named(f"batch[{B}]:drawn")
@@ -183,23 +191,22 @@ class Batch:
             token_out.put(drawn)
             if lp_out is not None:
                 lp_out.put(rows.logprob(logits, drawn))
-        self._decode = (list(wss), key, fwd, tokens, rows, token_out, lp_out)
+        self._decode = _DecodePass(list(wss), key, fwd, tokens, rows, token_out, lp_out)
         self.stats.compositions += 1
         return self._decode
 
     async def _decode_pass(self, ready: list) -> None:
         params = [s.params for s in ready]
-        _, _, fwd, tokens, rows, token_out, lp_out = self._decode_pass_for([s.session.ws for s in ready],
-                                                                           self.sampling.key(params))
+        d = self._decode_pass_for([s.session.ws for s in ready], self.sampling.key(params))
         pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
-        for ch in (tokens, token_out) + ((lp_out,) if lp_out is not None else ()):
+        for ch in (d.tokens, d.token_out) + ((d.lp_out,) if d.lp_out is not None else ()):
             ch.clear()
-        rows.clear()
-        tokens.put(np.array(pending, np.int32))
-        rows.put(params, [len(s.tokens) for s in ready])
-        await self.pipe.submit(fwd)
-        drawn = (await token_out.take()).tolist()
-        lps = (await lp_out.take()).tolist() if lp_out is not None else [None] * len(ready)
+        d.rows.clear()
+        d.tokens.put(np.array(pending, np.int32))
+        d.rows.put(params, [len(s.tokens) for s in ready])
+        await self.pipe.submit(d.fwd)
+        drawn = (await d.token_out.take()).tolist()
+        lps = (await d.lp_out.take()).tolist() if d.lp_out is not None else [None] * len(ready)
         self.stats.decode_passes += 1
         self.stats.rows += len(ready)
         for s, p, t, lp in zip(ready, pending, drawn, lps):

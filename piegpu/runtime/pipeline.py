@@ -27,9 +27,6 @@ from .dispatch import replay
 from .forward import ForwardPass, readout_rows_of, sequences_of
 from .interrupts import deferred_interrupts
 from .records import PipelineStats, PreparedPass, SubmittedPass, UnsettledRun
-# Recording the next pass's command buffer while the current one runs hides ~1 ms of host
-# encoding per pass on a GPU. On lavapipe the host shares the cores with the "device", and
-# it measured 4 ms/token slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
 _PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
 
 MODEL_CLOSED = ("this model was closed (model.close()) and its device buffers were released. "
@@ -74,6 +71,9 @@ class Pipeline:
         if window < 1:
             raise ValidationError(f"window={window!r} must be >= 1. Fix: pass window=WINDOW (4) or more")
         self.window = window
+        # Recording the next pass while the current one runs hides ~1 ms of host encoding per pass on
+        # a GPU; on lavapipe the host shares the cores with the "device" and it measured 4 ms/token
+        # slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
         self.record_ahead = (not model.gpu.dev.is_cpu) if record_ahead is None else bool(record_ahead)
         self.stats = PipelineStats()
         self._prepared = weakref.WeakKeyDictionary()  # ForwardPass -> PreparedPass, dropped with the pass
@@ -127,8 +127,9 @@ class Pipeline:
             counts[slot] = (takes + 1, puts)  # the advance kernel takes the count after the epilogue
         for slot, (takes, _) in counts.items():
             channels[slot].attach(self.device, device_takes=takes > 0)
-        pp = PreparedPass(prog, compiled, channels, counts, T, readout, tuple(weakref.ref(ws) for ws in fwd.working_sets),
-                       seqs, fwd.readout_rows, fwd.indptr, fwd.tokens, keep)
+        pp = PreparedPass(prog, compiled, channels, counts, T, readout,
+                          tuple(weakref.ref(ws) for ws in fwd.working_sets), seqs, fwd.readout_rows, fwd.indptr,
+                          fwd.tokens, keep)
         self._prepared[fwd] = pp
         return pp
 
@@ -241,7 +242,7 @@ class Pipeline:
         for slot, (takes, puts) in pp.counts.items():
             self.stats.staged_bytes += pp.channels[slot].commit(pid, takes, puts, enc)
         fence = self._fence()
-        enc.copy_buffer_to_buffer(ws.state, 0, fence, 0, 16)
+        enc.copy_buffer_to_buffer(wss[0].state, 0, fence, 0, 16)  # any small copy after the pass will do
         try:
             self.device.queue.submit([work, enc.finish()])
         except Exception as e:
