@@ -55,7 +55,7 @@ def test_cli_json_schema_and_errors(default_model, tmp_path, capsys):
 
 @pytest.fixture
 def no_model_load(monkeypatch):
-    """load_model (imported by cli.py's generate as piegpu.loaded.load_model) raises if called."""
+    """load_model (imported by piegpu/cli/generate.py as piegpu.loaded.load_model) raises if called."""
     import piegpu.loaded as loaded
     calls = []
 
@@ -115,10 +115,10 @@ def test_checked_options_build_the_sampler_the_generation_uses():
 
 
 def test_options_are_checked_before_load_in_cli_source():
-    """Guard for the test above: cli.py still loads models through the function the fixture patches."""
+    """Guard for the test above: the CLI still loads models through the function the fixture patches."""
     import inspect
 
     import piegpu.cli as cli
     src = inspect.getsource(cli._cmd_generate)
-    assert "from .loaded import load_model" in src, "cli.py loads the model elsewhere: update no_model_load"
+    assert "from ..loaded import load_model" in src, "the CLI loads the model elsewhere: update no_model_load"
     assert src.index("_checked_options(args)") < src.index("load_model(args.model")

@@ -36,7 +36,7 @@ LAYERS = (
     ("apps", ("piegpu/samplers/", "piegpu/inferlets/", "piegpu/generate.py",
               "piegpu/loaded.py",  # the user-facing Model: generate() builds sampling epilogues
               "piegpu/batching.py")),  # generate_batch and n samples on the runtime Batch
-    ("entry", ("piegpu/server/", "piegpu/cli.py",
+    ("entry", ("piegpu/server/", "piegpu/cli/",
                "piegpu/bench.py", "piegpu/bench_batch.py",  # `piegpu bench`
                "piegpu/__init__.py", "piegpu/__main__.py",
                "piegpu/runtime_exports.py")),  # the lazily imported runtime names of piegpu/__init__

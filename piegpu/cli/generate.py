@@ -1,21 +1,20 @@
-"""The piegpu command line: generate, compile, info, bench."""
+"""`piegpu generate`: stream a continuation of a prompt."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import sys
 import time
 from pathlib import Path
 
-from .errors import PieGpuError
-from .samplers import NAMES as SAMPLER_NAMES
+from ..errors import PieGpuError
+from ..samplers import NAMES as SAMPLER_NAMES
+from .common import int_at_least as _int_at_least
 
 
 def _sampler_options(args) -> tuple:
     """(value of the named sampler, the other truncation/penalty options) from the generate flags."""
-    from .samplers import OPTION_ORDER
+    from ..samplers import OPTION_ORDER
     opts = {key: getattr(args, key) for key, _ in OPTION_ORDER}
     value = None
     for key, name in OPTION_ORDER:
@@ -68,20 +67,20 @@ def _checked_options(args) -> tuple:
     Runs before the model loads, so a bad flag costs nothing; the integer flags are
     range-checked by argparse (see _int_at_least).
     """
-    from .samplers import from_spec
+    from ..samplers import from_spec
     _check_modes(args)
     schema = _read_schema(args.schema) if args.schema else None
     value, options = _sampler_options(args)
     sampler = from_spec(args.sampler, args.temperature, value, **options)
     watermark = None
     if args.watermark is not None:
-        from .inferlets.watermark import Watermark
+        from ..inferlets.watermark import Watermark
         watermark = Watermark(args.watermark, args.watermark_gamma, args.watermark_delta)
     return sampler, watermark, schema
 
 
 def _cmd_generate(args) -> int:
-    from .loaded import load_model
+    from ..loaded import load_model
     sampler, watermark, schema = _checked_options(args)  # fail before the model loads
     model = load_model(args.model, verbose=True)
     if args.json or args.schema:
@@ -103,7 +102,7 @@ def _cmd_generate(args) -> int:
           f"prompt {s.prompt_tokens} tokens in {s.prefill_s:.2f} s; stop: {s.stop_reason}; sampler: {g.sampler.name})",
           file=sys.stderr)
     if watermark is not None and g.tokens:
-        from .inferlets.watermark import score
+        from ..inferlets.watermark import score
         sc = score([g.prompt_ids[-1]] + list(g.tokens), watermark.key, watermark.gamma)
         print(f"piegpu: watermark z-score {sc.z:.2f} ({sc.green}/{sc.scored} tokens green, gamma {sc.gamma})",
               file=sys.stderr)
@@ -121,7 +120,7 @@ def _read_schema(path: str):
 
 
 def _generate_json(model, args, schema, sampler) -> int:
-    from .inferlets.json_mode import json_mode
+    from ..inferlets.json_mode import json_mode
     jm = json_mode(model, schema)
 
     def show(piece: str) -> None:
@@ -137,7 +136,7 @@ def _generate_json(model, args, schema, sampler) -> int:
 
 
 def _generate_speculative(model, args) -> int:
-    from .inferlets.speculative import generate_speculative
+    from ..inferlets.speculative import generate_speculative
     tokens, s = generate_speculative(model, args.prompt, args.max_tokens, k=args.speculative, ngram=args.ngram,
                                      chat=args.chat)
     sys.stdout.write(model.tokenizer.decode(tokens) + "\n")
@@ -146,102 +145,8 @@ def _generate_speculative(model, args) -> int:
     return 0
 
 
-def _load_function(ref: str):
-    if ":" not in ref:
-        raise PieGpuError(f"compile: {ref!r} is not FILE.py:FUNC")
-    path, name = ref.rsplit(":", 1)
-    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    if spec is None or not Path(path).is_file():
-        raise PieGpuError(f"compile: cannot open {path}")
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(Path(path).resolve().parent))
-    spec.loader.exec_module(mod)
-    fn = getattr(mod, name, None)
-    if fn is None or not callable(fn):
-        raise PieGpuError(f"compile: {path} has no function {name!r}")
-    return fn
-
-
-def _parse_spec(text: str):
-    from . import eta
-    from .dtypes import dtype
-    name, _, dims = text.partition("[")
-    shape = [int(d) for d in dims.rstrip("]").split(",") if d.strip()] if dims else []
-    return eta.spec(shape, dtype.from_name(name.strip()))
-
-
-def _cmd_compile(args) -> int:
-    import inspect
-    from . import eta
-    fn = _load_function(args.function)
-    if args.input:
-        specs = [_parse_spec(s) for s in args.input]
-    else:
-        specs = list(getattr(fn, "eta_specs", ()))
-    ctx = eta.IntrinsicContext.for_logits(args.vocab, args.readout)
-    n_params = len(inspect.signature(fn).parameters)
-    if len(specs) != n_params:
-        raise PieGpuError(f"compile: {fn.__name__} takes {n_params} inputs; give their specs with --input, e.g. "
-                          "--input 'f32[49152]' --input 'u32[2]' (or set fn.eta_specs)")
-    prog = eta.trace(fn, *specs, context=ctx)
-    code = prog.emit(args.target)
-    if isinstance(code, bytes):
-        try:
-            from .spirv.disasm import disassemble
-            code = disassemble(code)
-        except ImportError:
-            code = code.hex()
-    print(code)
-    print(f"// program {prog.hash} ({len(prog.nodes)} nodes)", file=sys.stderr)
-    return 0
-
-
-def _cmd_info(args) -> int:
-    from .runtime.device import describe_adapters, get_device
-    from .paths import cache_dir
-    print("adapters:")
-    for summary, info in describe_adapters():
-        print(f"  {summary}  [{info.get('adapter_type', '')}, {info.get('backend_type', '')}]")
-    d = get_device()
-    print(f"chosen: {d.name} via {d.backend} ({d.adapter_type})")
-    print("  override with PIEGPU_ADAPTER=<name substring> or PIEGPU_BACKEND=vulkan|metal|dx12|gl")
-    lp = os.environ.get("LP_NUM_THREADS")
-    if d.is_cpu:
-        how = "set by piegpu to the core count" if d.lp_threads_default else "from the environment"
-        print(f"LP_NUM_THREADS: {lp} ({how}; lavapipe's default keeps about one core busy)")
-    print("features: " + ", ".join(d.features))
-    print("limits:")
-    for k in sorted(d.limits):
-        if "compute" in k or "storage" in k or "uniform" in k or "buffer-size" in k:
-            print(f"  {k}: {d.limits[k]}")
-    print(f"cache dir: {cache_dir()}")
-    return 0
-
-
-def _cmd_bench(args) -> int:
-    from .bench import main as bench_main
-    return bench_main(args)
-
-
-def _int_at_least(lo: int, below: int | None = None):
-    """An argparse type: an int >= lo (and < below), so a bad count fails at parse time like a non-number."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if v < lo or (below is not None and v >= below):
-            want = f"an int >= {lo}" if below is None else f"an int in [{lo}, {below})"
-            raise argparse.ArgumentTypeError(f"must be {want}, got {v}")
-        return v
-    return parse
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of `piegpu`."""
-    ap = argparse.ArgumentParser(prog="piegpu", description="GPU runtime for local LLM inference with device epilogues")
-    ap.add_argument("--verbose", action="store_true", help="more detail on stderr")
-    sub = ap.add_subparsers(dest="command", required=True)
+def add_parser(sub) -> None:
+    """Register `piegpu generate` on the subparsers `sub`."""
     g = sub.add_parser("generate", help="stream a continuation of PROMPT to stdout")
     g.add_argument("prompt")
     g.add_argument("--max-tokens", type=_int_at_least(1), default=128)
@@ -291,37 +196,3 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ngram", type=_int_at_least(1), default=3,
                    help="prompt-lookup n-gram length for --speculative (3)")
     g.set_defaults(func=_cmd_generate)
-    c = sub.add_parser("compile", help="print the device code of a traced function FILE.py:FUNC")
-    c.add_argument("function", metavar="FILE.py:FUNC")
-    from .targets import TARGETS
-    c.add_argument("--target", default="wgsl", choices=list(TARGETS))
-    c.add_argument("--input", action="append", help="an input spec such as 'f32[49152]' (repeat per input)")
-    c.add_argument("--vocab", type=int, default=49152, help="vocab size for intrinsics.output in epilogues")
-    c.add_argument("--readout", type=int, default=1, help="readout rows for intrinsics.output")
-    c.set_defaults(func=_cmd_compile)
-    i = sub.add_parser("info", help="the adapter, its features and limits, and the cache dir")
-    i.set_defaults(func=_cmd_info)
-    b = sub.add_parser("bench", help="print the benchmark table")
-    b.add_argument("--json", action="store_true", help="machine-readable output")
-    b.add_argument("--tokens", type=int, default=63, help="decode tokens per measurement")
-    b.add_argument("--runs", type=int, default=3, help="runs per measurement (the median is reported)")
-    b.add_argument("--quick", action="store_true", help="fewer tokens and runs (a smoke test)")
-    b.set_defaults(func=_cmd_bench)
-    return ap
-
-
-def main(argv=None) -> int:
-    """Entry point of the `piegpu` console script."""
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except PieGpuError as e:
-        print(f"piegpu: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\npiegpu: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,44 @@
+"""`piegpu info` and `piegpu bench`: the adapter, and the benchmark table."""
+
+from __future__ import annotations
+
+import os
+
+
+def _cmd_info(args) -> int:
+    from ..runtime.device import describe_adapters, get_device
+    from ..paths import cache_dir
+    print("adapters:")
+    for summary, info in describe_adapters():
+        print(f"  {summary}  [{info.get('adapter_type', '')}, {info.get('backend_type', '')}]")
+    d = get_device()
+    print(f"chosen: {d.name} via {d.backend} ({d.adapter_type})")
+    print("  override with PIEGPU_ADAPTER=<name substring> or PIEGPU_BACKEND=vulkan|metal|dx12|gl")
+    lp = os.environ.get("LP_NUM_THREADS")
+    if d.is_cpu:
+        how = "set by piegpu to the core count" if d.lp_threads_default else "from the environment"
+        print(f"LP_NUM_THREADS: {lp} ({how}; lavapipe's default keeps about one core busy)")
+    print("features: " + ", ".join(d.features))
+    print("limits:")
+    for k in sorted(d.limits):
+        if "compute" in k or "storage" in k or "uniform" in k or "buffer-size" in k:
+            print(f"  {k}: {d.limits[k]}")
+    print(f"cache dir: {cache_dir()}")
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from ..bench import main as bench_main
+    return bench_main(args)
+
+
+def add_parser(sub) -> None:
+    """Register `piegpu info` and `piegpu bench` on the subparsers `sub`."""
+    i = sub.add_parser("info", help="the adapter, its features and limits, and the cache dir")
+    i.set_defaults(func=_cmd_info)
+    b = sub.add_parser("bench", help="print the benchmark table")
+    b.add_argument("--json", action="store_true", help="machine-readable output")
+    b.add_argument("--tokens", type=int, default=63, help="decode tokens per measurement")
+    b.add_argument("--runs", type=int, default=3, help="runs per measurement (the median is reported)")
+    b.add_argument("--quick", action="store_true", help="fewer tokens and runs (a smoke test)")
+    b.set_defaults(func=_cmd_bench)
