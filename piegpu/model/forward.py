@@ -6,6 +6,12 @@ attention norm -> QKV -> RoPE + KV write -> attention -> output projection + res
 the readout rows. Decode (T = 1) folds each RMSNorm into the matvec that reads it
 (5 dispatches per layer); prefill normalizes in a dispatch of its own, because its
 matvecs read x in token groups.
+
+Family steps (model/family.py) are chosen here from the config, not by a forward per
+family: a QKV bias or per-head q/k norm runs between the QKV projection and RoPE (the
+QKV matvec then stores its rows instead of rotating them in its epilogue), and
+sliding-window layers pass their window to attention. The RoPE table already holds the
+config's scaled frequencies (llama3, linear).
 """
 
 from __future__ import annotations
@@ -32,9 +38,15 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
         else:
             k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
             x, norm = s.hn, None
-        k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope,
-                      key=(i, "qkv"), binds=ws.binds)
-        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), binds=ws.binds)
+        if w.qk_prep:  # bias / q-k norm before RoPE: project, prepare, then rotate and write the KV cache
+            k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
+            k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
+            k.rope_kv_seqs(s.qkv, s.q, rope, [(ws, 0, k.T)], i)
+        else:
+            k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope,
+                          key=(i, "qkv"), binds=ws.binds)
+        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), binds=ws.binds,
+                    window=k.config.window(i))
         k.matvec_residual(layer.o, s.o, residual=s.h, key=(i, "o"))
         # feed-forward block: h += down(silu(gate(x)) * up(x)), x = rmsnorm(h)
         if decode:
@@ -69,6 +81,8 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
         # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
         k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
         k.qkv(layer.qkv, s.hn, out=s.qkv, key=(i, "qkv"))
+        if w.qk_prep:
+            k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
         for group in groups:  # several sequences' KV caches bound in one dispatch each
             k.rope_kv_seqs(s.qkv, s.q, rope, group, i)
             k.attention_seqs(s.q, s.o, group, i)

@@ -20,6 +20,7 @@ from .forward import forward, forward_batch
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
 from .reference import rope_tables
+from .rope import inv_freq
 from .shaders import ShaderLibrary
 from .weights import ModelWeights
 from .working_set import WorkingSet
@@ -37,6 +38,9 @@ class GpuLayer:
     down: GpuMatrix
     input_norm: object
     post_norm: object
+    qkv_bias: object = None  # family steps' vectors (None: the family has no such step)
+    q_norm: object = None
+    k_norm: object = None
 
 
 class Scratch:
@@ -60,7 +64,8 @@ class Scratch:
         self.o = buf(T * qr + pad, "attn-out")
         self.act = buf(T * c.intermediate_size + pad, "mlp-act")
         self.logits = buf(rows * c.vocab_size, "logits")
-        self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 else None  # batched passes
+        # [q | k | v] before RoPE: batched passes, and every pass of a family with q/k steps before RoPE
+        self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 or model.qk_prep else None
         self.binds: dict = {}  # bind groups over weights and these buffers only (shared by every working set)
 
 
@@ -85,10 +90,14 @@ class GpuModel:
         up = lambda m, label: upload(self.device, m, self.max_binding, label)  # noqa: E731
         self.embed = up(weights.embed, "embed")
         self.lm_head = self.embed if weights.lm_head is None else up(weights.lm_head, "lm_head")
+        opt = lambda v, label: None if v is None else self._vec(v, label)  # noqa: E731
         self.layers = [GpuLayer(up(lw.qkv, f"l{i}.qkv"), up(lw.o, f"l{i}.o"), up(lw.gate_up, f"l{i}.gate_up"),
                                 up(lw.down, f"l{i}.down"), self._vec(lw.input_norm, f"l{i}.in_norm"),
-                                self._vec(lw.post_norm, f"l{i}.post_norm"))
+                                self._vec(lw.post_norm, f"l{i}.post_norm"), opt(lw.qkv_bias, f"l{i}.qkv_bias"),
+                                opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"))
                        for i, lw in enumerate(weights.layers)]
+        # families with a step between the QKV projection and RoPE (bias, q/k norm) take the unfused path
+        self.qk_prep = c.family.qkv_bias or c.family.qk_norm
         self.final_norm = self._vec(weights.final_norm, "final_norm")
         self.max_positions = c.max_position_embeddings
         self._rope = None
@@ -120,7 +129,7 @@ class GpuModel:
         """cos/sin per (position, pair) for positions below `positions` (shared by working sets)."""
         if self._rope is None or self._rope[1] < positions:
             c = self.config
-            cos, sin = rope_tables(np.arange(positions), c.head_dim, c.rope_theta, np.float32)
+            cos, sin = rope_tables(np.arange(positions), inv_freq(c.rope, c.head_dim), np.float32)
             half = c.head_dim // 2
             table = np.stack([cos[:, :half], sin[:, :half]], axis=-1)
             self._rope = (self._vec(table, "rope"), positions)
