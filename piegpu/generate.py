@@ -16,11 +16,12 @@ from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 class GenerationStats:
     """Timings of one generation."""
 
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # embedded by this generation (with reuse_prefix: the part not reused)
     generated: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
     stop_reason: str = ""
+    reused_tokens: int = 0  # prompt tokens whose KV the working set already held (reuse_prefix=True)
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -41,23 +42,36 @@ class Generation:
 
     `on_token(piece)`, if given, is called with each text piece as it arrives (in the thread
     running the generation; returning False cancels it): for toolkits without asyncio.
+
+    With `chat=True` the prompt may also be a list of {role, content} messages. With
+    `reuse_prefix=True` (and a working_set) the prompt is the whole sequence -- a chat's history
+    rendered again each turn -- and the working set keeps the longest common prefix of the tokens
+    it holds and the prompt's, so only the rest is prefilled (stats.reused_tokens says how many were kept).
     """
 
-    def __init__(self, model, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
+    def __init__(self, model, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, on_token=None,
-                 **sampler_args):
+                 reuse_prefix: bool = False, **sampler_args):
         if on_token is not None and not callable(on_token):
             raise ValidationError(f"generate: on_token must be callable (called with each text piece), "
                                   f"got {on_token!r}")
         model.check_open()
-        if not isinstance(prompt, str):
+        if chat and isinstance(prompt, (str, list, tuple)):  # a user string, or the messages of a chat
+            prompt = model.chat_prompt(prompt if isinstance(prompt, str) else list(prompt))
+        elif chat:
+            raise ValidationError(f"generate(chat=True): prompt must be a str or a list of {{role, content}} "
+                                  f"messages, got {type(prompt).__name__}")
+        elif not isinstance(prompt, str):
             raise ValidationError(f"generate: prompt must be a str, got {type(prompt).__name__}")
+        if reuse_prefix and working_set is None:
+            raise ValidationError("generate(reuse_prefix=True) reuses the KV that a working set holds. "
+                                  "Fix: pass working_set=model.working_set(N) and keep it across calls")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValidationError(f"generate: max_tokens must be an int >= 1, got {max_tokens!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < (1 << 32):
             raise ValidationError(f"generate: seed must be an int in [0, 2^32), got {seed!r}")
         self.model = model
-        self.prompt = model.chat_prompt(prompt) if chat else prompt
+        self.prompt = prompt
         self.max_tokens = max_tokens
         value = sampler_args.pop("value", None)
         for k in ("k", "p", "a"):
@@ -67,7 +81,7 @@ class Generation:
         if sampler_args:
             raise ValidationError(f"generate: unknown arguments {sorted(sampler_args)}. Fix: sampler options are "
                                   f"{['value', 'k', 'p', 'a', 'watermark', *OPTIONS]}")
-        self.sampler = from_spec(sampler, temperature, value, **options)
+        self.sampler = from_spec(sampler, temperature, value, **options).for_tokenizer(model.tokenizer)
         if watermark is not None:
             from .inferlets.watermark import Watermark
             self.sampler = self.sampler.then(Watermark.of(watermark))
@@ -75,7 +89,9 @@ class Generation:
         self.stop_ids, self.stop_strings = self._stops(stop)
         ids = model.tokenizer.encode(self.prompt).ids
         self.ws = working_set
-        if working_set is not None:
+        self.reuse_prefix = bool(reuse_prefix)
+        self._sequence = ids  # with reuse_prefix: the whole sequence, of which prompt_ids is the unheld rest
+        if working_set is not None and not reuse_prefix:
             sess = model.session(working_set)
             sess.sync()
             if sess.pending is not None:  # the last token drawn on this working set is not embedded yet
@@ -83,7 +99,8 @@ class Generation:
         if not ids:
             raise ValidationError("generate: the prompt is empty (no tokens). Fix: pass some text")
         self.prompt_ids = ids
-        start = working_set.length if working_set is not None else 0
+        # With reuse_prefix the whole sequence must fit: it replaces what the working set holds.
+        start = working_set.length if working_set is not None and not reuse_prefix else 0
         limit = working_set.max_tokens if working_set is not None else model.config.max_position_embeddings
         if start + len(ids) > limit:
             raise ValidationError(f"generate: the prompt has {len(ids)} tokens but the context has room for "
@@ -92,6 +109,8 @@ class Generation:
         self.tokens: list = []
         self.text = ""
         self.stats = GenerationStats(prompt_tokens=len(ids))
+        if reuse_prefix:
+            self._plan_reuse(model.session(working_set))
         self._done = False
         self.on_token = on_token
         self._cancel = threading.Event()
@@ -107,6 +126,14 @@ class Generation:
             elif s:
                 strings.append(s)
         return ids, strings
+
+    def _plan_reuse(self, sess) -> int:
+        """With reuse_prefix: how many tokens of the sequence the working set keeps; prompt_ids becomes the rest."""
+        keep = sess.common_prefix(self._sequence)
+        self.prompt_ids = self._sequence[keep:]
+        self.stats.prompt_tokens = len(self.prompt_ids)
+        self.stats.reused_tokens = keep
+        return keep
 
     # ---- iteration -------------------------------------------------------------------------------
     def __iter__(self):
@@ -150,6 +177,8 @@ class Generation:
             need = min(model.config.max_position_embeddings, len(self.prompt_ids) + self.max_tokens + 1)
             self.ws = model.working_set(need)
         sess = model.session(self.ws)
+        if self.reuse_prefix:  # planned again: the working set may have changed since __init__
+            sess.truncate(self._plan_reuse(sess))
         pipe = sess.pipe
         t0 = time.perf_counter()
         await sess.extend(self.prompt_ids[:-1])

@@ -24,7 +24,9 @@ def _sampler_options(args) -> tuple:
                 presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
                 mirostat_m=args.mirostat_m, xtc_threshold=args.xtc_threshold,
                 dynatemp_exponent=args.dynatemp_exponent, samplers=args.samplers,
-                logit_bias=_bias_map(args.logit_bias))
+                logit_bias=_bias_map(args.logit_bias), dry_multiplier=args.dry_multiplier, dry_base=args.dry_base,
+                dry_allowed_length=args.dry_allowed_length, dry_penalty_last_n=args.dry_penalty_last_n,
+                dry_sequence_breakers=_breakers(args.dry_sequence_breaker))
     return value, {k: v for k, v in opts.items() if v is not None}
 
 
@@ -36,6 +38,15 @@ def _bias_map(pairs):
     for tok, b in pairs:
         out[tok] = out.get(tok, 0.0) + b
     return out
+
+
+def _breakers(values):
+    """--dry-sequence-breaker values (repeatable) with llama.cpp's escapes (\\n, \\t, \\"); "none" clears them."""
+    if not values:
+        return None
+    if values == ["none"]:
+        return []
+    return [v.encode("latin-1", "backslashreplace").decode("unicode_escape") for v in values]
 
 
 def _logit_bias(text: str) -> tuple:
@@ -183,6 +194,13 @@ def add_parser(sub) -> None:
                    help="add BIAS to token ID's logit (repeatable; -inf bans the token)")
     g.add_argument("--samplers", default=None, metavar="NAMES",
                    help="truncation order as llama.cpp names, e.g. 'top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature'")
+    g.add_argument("--dry-multiplier", type=float, default=None, metavar="M", help="DRY penalty multiplier (0 = off)")
+    g.add_argument("--dry-base", type=float, default=None, metavar="B", help="DRY base (1.75)")
+    g.add_argument("--dry-allowed-length", type=int, default=None, metavar="N", help="DRY: repeats up to N are free (2)")
+    g.add_argument("--dry-penalty-last-n", type=int, default=None, metavar="N",
+                   help="DRY: tokens searched for repeats (-1 = context, 0 = off)")
+    g.add_argument("--dry-sequence-breaker", action="append", default=None, metavar="S",
+                   help="DRY sequence breaker (repeatable; replaces the default \\n : \" *; 'none' for none)")
     g.add_argument("--repetition-penalty", type=float, default=None, metavar="R", help="CTRL-style, 1 = off")
     g.add_argument("--presence-penalty", type=float, default=None, metavar="P")
     g.add_argument("--frequency-penalty", type=float, default=None, metavar="F")
