@@ -134,28 +134,33 @@ class Model:
             messages = [{"role": "user", "content": messages}]
         return chat_prompt(messages, add_generation_prompt, self.chat_template)
 
-    def generate(self, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
+    def generate(self, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,
-                 **sampler_args):
+                 reuse_prefix: bool = False, **sampler_args):
         """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation.
 
         The synchronous forms (`for piece in ...`, `.run()`) work anywhere: no event loop, inside a
         running one (Jupyter, qasync), any thread. `on_token(piece)` is called with each text piece
         (return False to stop); `.cancel()` stops the generation at its next token, from any thread.
 
+        Multi-turn chat: with chat=True the prompt may be the list of {role, content} messages, and
+        with reuse_prefix=True plus a working_set kept across turns only the tokens after the longest
+        prefix that the working set already holds are prefilled (stats.reused_tokens, stats.prompt_tokens).
+
         With n > 1: n samples of the prompt (sample i uses seed + i), the prompt prefilled once and its
         KV forked for each; returns a batching.Samples (.run(), .texts, .samples).
         """
         if n != 1:
             from .batching import Samples
-            if working_set is not None:
-                raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set=")
+            if working_set is not None or reuse_prefix:
+                raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set= "
+                                      "and reuse_prefix=")
             return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
                            temperature=temperature, stop=stop, chat=chat, on_token=on_token, **sampler_args)
         from .generate import Generation
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                           seed=seed, stop=stop, working_set=working_set, chat=chat, on_token=on_token,
-                          **sampler_args)
+                          reuse_prefix=reuse_prefix, **sampler_args)
 
     def generate_batch(self, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                        seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, **sampler_args) -> list:
