@@ -126,7 +126,7 @@ pub fn check_shape(op: &str, shape: &[u32]) -> Result<(), Error> {
         return Err(invalid(op, format!("shape {} has dimension {d}; dims are static ints >= 1", shape_str(shape)),
                            "use positive dimensions"));
     }
-    let n: u64 = shape.iter().map(|&d| d as u64).product();
+    let n = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
     if n > MAX_ELEMENTS {
         return Err(invalid(op, format!("shape {} has {n} elements (limit {MAX_ELEMENTS})", shape_str(shape)),
                            "split the tensor"));
