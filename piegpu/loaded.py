@@ -128,6 +128,20 @@ class Model:
             s = self._shared_session = self.session(ws)
         return s
 
+    def logits(self, token_ids) -> "np.ndarray":
+        """numpy f32 [len(token_ids), vocab]: the logits at every position of one prefill from an empty state."""
+        import numpy as np
+        self.check_open()
+        ids = np.asarray(token_ids)
+        if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValidationError(f"logits(token_ids): pass a non-empty list of int token ids, got {token_ids!r:.80}. "
+                                  "Fix: model.tokenizer.encode(text).ids")
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+            raise ValidationError(f"logits(token_ids): ids must be in [0, {self.config.vocab_size}), got "
+                                  f"{ids.min()}..{ids.max()}")
+        with device_lock(self.gpu.device):
+            return self.gpu.logits_all(ids)
+
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
         """The model's chat template applied to a user string or a list of {role, content} messages."""
         if isinstance(messages, str):

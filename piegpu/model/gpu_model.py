@@ -338,6 +338,33 @@ class GpuModel:
             out = self._forward_chunk(ws, chunk, readout if last else None)
         return out
 
+    def logits_all(self, ids) -> np.ndarray:
+        """Logits [len(ids), vocab] at every position of one prefill from an empty state (a working set of its own).
+
+        The tokens run in passes of up to MAX_PREFILL_TOKENS (fewer when a pass's readout of all
+        its rows would exceed one storage binding), each reading out every row.
+        """
+        if self.closed:
+            raise ValidationError(MODEL_CLOSED)
+        ids = np.asarray(ids).reshape(-1)
+        if ids.size == 0:
+            raise ValidationError("logits: no tokens. Fix: pass at least one token id")
+        c = self.config
+        if ids.size > c.max_position_embeddings:
+            raise ValidationError(f"logits: {ids.size} tokens exceed the model's context of "
+                                  f"{c.max_position_embeddings}. Fix: score at most that many tokens per call")
+        per = max(1, min(MAX_PREFILL_TOKENS, self.max_binding // (c.vocab_size * 4)))
+        ws = self.working_set(int(ids.size))
+        try:
+            return np.concatenate([self._forward_chunk(ws, list(ids[t: t + per]), (0, len(ids[t: t + per])))
+                                   for t in range(0, ids.size, per)])
+        finally:
+            self._working_sets.discard(ws)
+            for buf in ws.keys + ws.values + [ws.state]:
+                buf.destroy()
+            ws.binds.clear()
+            ws.plans.clear()
+
     def _forward_chunk(self, ws: WorkingSet, ids: list, readout) -> np.ndarray:
         import wgpu
         T = len(ids)
