@@ -87,6 +87,9 @@ class Generation:
                                   f"{['value', 'k', 'p', 'a', 'watermark', *REQUEST_KEYS, *OPTIONS]}")
         if is_sampler_program(sampler):  # a container from any tracer (Python, JS, Rust)
             self.sampler = ProgramSampler(sampler, model.config.vocab_size, temperature, value, options, watermark)
+            if self.constraint is not None:
+                raise ValidationError("generate(sampler=program) cannot take a grammar/schema/regex constraint yet. "
+                                      "Fix: mask_apply the constraint inside the program, or use a named sampler")
         else:
             self.sampler = from_spec(sampler, temperature, value, **options).for_tokenizer(model.tokenizer)
         if watermark is not None:
