@@ -162,7 +162,7 @@ class Sampler:
         for st in self._stages():
             out.update(st.initial(ctx))
         if self.needs_rng:
-            out[RNG_STATE] = np.array([ctx.seed & 0xFFFFFFFF, 0], np.uint32)
+            out[RNG_STATE] = np.array([ctx.seed & 0xFFFFFFFF, ctx.draws & 0xFFFFFFFF], np.uint32)
         return out
 
     # ---- traced ------------------------------------------------------------------------------
