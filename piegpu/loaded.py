@@ -163,9 +163,13 @@ class Model:
 
         With n > 1: n samples of the prompt (sample i uses seed + i), the prompt prefilled once and its
         KV forked for each; returns a batching.Samples (.run(), .texts, .samples).
+
+        `sampler` may also be an eta container (eta.Program or its bytes, from the Python, JS or Rust
+        tracer) with the signature (logits f32[vocab], state u32[2]) -> i32 token; state = [seed, counter].
         """
         if n != 1:
             from .batching import Samples
+            _no_program(sampler, "generate(n=...)")
             if working_set is not None or reuse_prefix:
                 raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set= "
                                       "and reuse_prefix=")
@@ -181,8 +185,17 @@ class Model:
         """One finished Generation per prompt, decoded together (one row per prompt in each pass)."""
         from .batching import generate_batch
         self.check_open()
+        _no_program(sampler, "generate_batch")
         return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                               seed=seed, stop=stop, chat=chat, max_batch=max_batch, **sampler_args)
+
+
+def _no_program(sampler, where: str) -> None:
+    """Sampler containers (generate(sampler=prog)) run one sequence at a time: a clear error elsewhere."""
+    from .generate import is_sampler_program
+    if is_sampler_program(sampler):
+        raise ValidationError(f"{where}: a sampler program (eta container) runs in generate() with n=1 only. "
+                              "Fix: call model.generate(prompt, sampler=prog) per prompt, or use a named sampler")
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None) -> Model:

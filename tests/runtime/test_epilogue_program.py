@@ -167,3 +167,13 @@ def test_top_a_in_js_and_rust_draws_what_python_draws_through_the_same_kernel_ca
         assert [k for k, _ in run] == [k for k, _ in first]  # the same programs, hence the same cache keys
         assert all(outcome == "hit" for _, outcome in run)
     cache.clear_memory_cache()  # later tests must not load kernels of a deleted cache dir
+
+
+def test_sampler_programs_run_one_sequence_at_a_time(default_model):
+    prog = eta.trace(lambda x, s: eta.gumbel_max(x, s), eta.spec([V], dtype.f32), eta.spec([2], dtype.u32))
+    with pytest.raises(ValidationError, match=r"generate\(n=...\): a sampler program .* n=1 only"):
+        default_model.generate(PROMPT, max_tokens=2, sampler=prog, n=2)
+    with pytest.raises(ValidationError, match="generate_batch: a sampler program"):
+        default_model.generate_batch([PROMPT, PROMPT], max_tokens=2, sampler=prog)
+    with pytest.raises(ValidationError, match="cannot take a grammar"):
+        default_model.generate(PROMPT, max_tokens=2, sampler=prog, regex="[a-z]+")
