@@ -339,7 +339,7 @@ pub fn to_tensor(v: &Value, like: Option<&Tensor>, place: &str) -> Tensor {
 /// numpy-style broadcast of two shapes (right-aligned).
 pub fn broadcast_shapes(op: &str, a: &[u32], b: &[u32]) -> Result<Vec<u32>, Error> {
     let n = a.len().max(b.len());
-    let pad = |s: &[u32]| -> Vec<u32> { std::iter::repeat(1).take(n - s.len()).chain(s.iter().copied()).collect() };
+    let pad = |s: &[u32]| -> Vec<u32> { std::iter::repeat_n(1, n - s.len()).chain(s.iter().copied()).collect() };
     let (pa, pb) = (pad(a), pad(b));
     pa.iter().zip(&pb).map(|(&x, &y)| {
         if x != y && x != 1 && y != 1 {

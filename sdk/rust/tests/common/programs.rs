@@ -205,8 +205,11 @@ pub fn rng_channel_sampler() -> Result<Program, Error> {
     }, &[s(&[V], F32)])
 }
 
+/// Builds one corpus program.
+pub type Build = fn() -> Result<Program, Error>;
+
 /// name -> builder, in the order of tests/sdk/programs.py.
-pub fn programs() -> Vec<(&'static str, fn() -> Result<Program, Error>)> {
+pub fn programs() -> Vec<(&'static str, Build)> {
     vec![
         ("unary_f32", unary_f32), ("binary_f32", binary_f32), ("compare_select", compare_select),
         ("bool_logic", bool_logic), ("int_i32", int_i32), ("u32_constants", u32_constants),
