@@ -58,9 +58,13 @@ thread_local! {
     static TRACING: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Abort the op in progress with `e`: trace() turns it into `Err(e)`.
+/// Abort the op in progress with `e`: inside trace() the payload is the Error, which trace() returns as
+/// `Err(e)`; outside any trace an ordinary panic whose message is the error's text.
 pub(crate) fn raise(e: Error) -> ! {
-    std::panic::panic_any(e)
+    if TRACING.with(|t| t.get() > 0) {
+        std::panic::panic_any(e)
+    }
+    panic!("{e}")
 }
 
 /// Unwrap a rule's result inside a trace (raise on error).

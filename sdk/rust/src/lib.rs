@@ -10,7 +10,8 @@
 //!
 //! Errors: a traced function's mistakes (wrong shapes, dtype mixes, `==`/`<` on a tensor, a put of
 //! the wrong cell type) make `trace` return `Err(Error)` whose message names the op and the fix
-//! (internally the op panics with the Error and `trace` catches it; nothing is printed).
+//! (internally the op panics with the Error and `trace` catches it; nothing is printed). An op called
+//! outside any trace panics with the TraceError's text.
 
 pub mod api;
 pub mod composites;
