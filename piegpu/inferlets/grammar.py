@@ -328,6 +328,9 @@ async def constrained_pieces(gen, sess):
     host writes the mask, one pass draws under it, and the matcher consumes the token. The mask of
     step t+1 depends on token t (drawn on the device in step t), so masks cannot be computed ahead;
     where the grammar does not depend on the choice (forced tokens), no pass samples at all.
+    Budget closing: in the last CLOSE_LOOKAHEAD tokens, when the shortest completion found
+    (Matcher.completion) only just fits, it is taken unsampled, so a text that can still be
+    finished is finished; one that cannot ends at max_tokens (finish reason "length").
     """
     from ..samplers import SeqContext
     model, vocab = gen.model, gen.model.config.vocab_size
@@ -349,6 +352,9 @@ async def constrained_pieces(gen, sess):
             if not forced and left <= CLOSE_LOOKAHEAD:
                 # budget closing: when the shortest completion found barely fits, take it (unsampled)
                 path = m.completion(left)
+                if path == [] and left == 1:  # complete now, and one more token could leave it open
+                    gen.stats.stop_reason = "grammar complete"
+                    return
                 if path is not None and len(path) >= left - 2:
                     forced = path
                     st.closing += len(path)
