@@ -20,3 +20,15 @@ def browser():
     b = Browser()
     yield b
     b.close()
+
+
+@pytest.fixture(scope="session")
+def model_capture(gpu):
+    """The default model's shader specialisations and real logits (tests/browser/model_capture.py)."""
+    from piegpu.errors import ModelError
+    from piegpu.loaded import load_model
+    from tests.browser.model_capture import capture
+    try:
+        return capture(lambda: load_model(verbose=False))
+    except ModelError as e:
+        pytest.skip(f"default model unavailable: {e}")
