@@ -52,6 +52,15 @@ FAMILIES = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(
         tie_word_embeddings=True, head_dim=32, attention_bias=False,
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})),
+    # Gemma 3: embedding scale, (1 + w) RMSNorm, sandwich norms, GeGLU-tanh, q/k norm, local sliding-window
+    # layers with their own RoPE base between global ones (linear-scaled RoPE, as Gemma 3 4B+), an attention
+    # scale from query_pre_attn_scalar that differs from head_dim (as Gemma 3 27B), one KV head (as 270M)
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        tie_word_embeddings=True, head_dim=32, num_key_value_heads=1, query_pre_attn_scalar=24, sliding_window=8,
+        hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}})),
 }
 
 
@@ -85,7 +94,7 @@ def make_family(name: str, seed: int, tok) -> None:
     import torch
     import transformers
     conf_cls, model_cls, fields = FAMILIES[name]
-    config = getattr(transformers, conf_cls)(**COMMON, **fields)
+    config = getattr(transformers, conf_cls)(**{**COMMON, **fields})
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval().float()
     randomize(model, seed)

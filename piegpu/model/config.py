@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ModelError
 from .family import FAMILIES, Family
-from .rope import Rope, parse_rope
+from .rope import Rope, parse_layer_type_ropes, parse_rope
 
 # Architectures with the Llama layer (RMSNorm, rotate-half RoPE, GQA, SwiGLU) plus their
 # family's steps (model/family.py).
@@ -39,6 +39,7 @@ _NEUTRAL: dict[str, tuple] = {
     "num_experts": (None, 0),
     "num_local_experts": (None, 0),
     "hidden_activation": (None, "silu", "swish"),
+    "use_bidirectional_attention": (None, False),
 }
 _WHY = {
     "mlp_bias": "piegpu's MLP projections have no bias",
@@ -88,6 +89,8 @@ class LlamaConfig:
     architecture: str = "LlamaForCausalLM"
     layer_windows: tuple = ()  # per layer: sliding window in positions, 0 = full causal attention; () = all full
     rope: Rope | None = None  # RoPE theta + scaling; None: plain RoPE of rope_theta
+    rope_local: Rope | None = None  # sliding-window layers' own RoPE (Gemma 3); None: they use `rope`
+    query_pre_attn_scalar: float | None = None  # attention scale is this ** -0.5 (Gemma); None: head_dim ** -0.5
     source: str = field(default="<dict>", compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +117,15 @@ class LlamaConfig:
     def family(self) -> Family:
         """The architecture's per-family steps (QKV bias, q/k norm, sliding window)."""
         return FAMILIES[self.architecture]
+
+    @property
+    def attention_scale(self) -> float:
+        """The factor of q . k in attention: query_pre_attn_scalar ** -0.5, else head_dim ** -0.5."""
+        return float(self.query_pre_attn_scalar or self.head_dim) ** -0.5
+
+    def rope_for(self, layer: int) -> Rope:
+        """Layer `layer`'s RoPE (sliding-window layers have their own in Gemma 3)."""
+        return self.rope_local if self.rope_local is not None and self.window(layer) else self.rope
 
     def window(self, layer: int) -> int:
         """Layer `layer`'s sliding window in positions (a query sees its last `window` positions); 0 = all."""
@@ -160,8 +172,10 @@ class LlamaConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "LlamaConfig":
-        """Build a config from HF config.json keys, with HF defaults for optional keys."""
+        """Build a config from HF config.json keys, with HF defaults (the family's where they differ) for optional keys."""
         arch = _architecture_of(data, source)
+        defaults = dict(FAMILIES[arch].defaults)
+        data = {**defaults, **{k: v for k, v in data.items() if v is not None or k not in defaults}}
         for key in _REQUIRED_KEYS:
             if key not in data or data[key] is None:
                 raise ModelError(
@@ -169,7 +183,11 @@ class LlamaConfig:
                     "(copy it from the model's original config.json)"
                 )
         _reject_unsupported_features(data, arch, source)
-        rope = parse_rope(data, source)
+        if FAMILIES[arch].local_rope:
+            rope, rope_local = parse_layer_type_ropes(data, source)
+        else:
+            rope, rope_local = parse_rope(data, source), None
+        scalar = data.get("query_pre_attn_scalar") if "query_pre_attn_scalar" in FAMILIES[arch].keys else None
 
         heads = _int_key(data, "num_attention_heads", source)
         kv_heads = data.get("num_key_value_heads")
@@ -206,6 +224,8 @@ class LlamaConfig:
             rms_norm_eps=_float(values["rms_norm_eps"], "rms_norm_eps", source),
             rope_theta=rope.theta,
             rope=rope,
+            rope_local=rope_local,
+            query_pre_attn_scalar=None if scalar is None else _float(scalar, "query_pre_attn_scalar", source),
             tie_word_embeddings=bool(values["tie_word_embeddings"]),
             max_position_embeddings=_as_int(values["max_position_embeddings"], "max_position_embeddings", source),
             bos_token_id=None if bos is None else _as_int(bos, "bos_token_id", source),
@@ -218,15 +238,26 @@ class LlamaConfig:
     def to_dict(self) -> dict[str, Any]:
         """The config as HF config.json keys (loadable by transformers too)."""
         d = asdict(self)
-        for key in ("source", "architecture", "rope", "rope_theta", "layer_windows"):
+        for key in ("source", "architecture", "rope", "rope_theta", "layer_windows", "rope_local",
+                    "query_pre_attn_scalar"):
             d.pop(key)
         out = {"architectures": [self.architecture], "model_type": self.family.model_type, **d, **self.rope.to_hf(),
                "hidden_act": "silu", "mlp_bias": False, "torch_dtype": "float32"}
+        if self.family.act == "gelu_tanh":
+            out.update(hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh")
+        if self.rope_local is not None:
+            out["rope_local_base_freq"] = self.rope_local.theta
+        if self.query_pre_attn_scalar is not None:
+            out["query_pre_attn_scalar"] = self.query_pre_attn_scalar
         if not self.family.qkv_bias:  # Qwen2's bias is part of the architecture, not a key
             out["attention_bias"] = False
         windows = set(self.layer_windows) - {0}
         if self.family.sliding == "all":
             out["sliding_window"] = windows.pop() if windows else None
+        elif self.family.sliding == "gemma":
+            out.update(sliding_window=windows.pop() if windows else 4096,
+                       layer_types=[("sliding_attention" if self.window(i) else "full_attention")
+                                    for i in range(self.num_hidden_layers)])
         elif self.family.sliding == "layer_types":
             out.update(use_sliding_window=bool(windows), sliding_window=windows.pop() if windows else None,
                        layer_types=[("sliding_attention" if self.window(i) else "full_attention")
@@ -268,6 +299,10 @@ class LlamaConfig:
             raise ModelError(f"{src}: rms_norm_eps must be a positive number, got {self.rms_norm_eps!r}; fix the config")
         if not (math.isfinite(self.rope_theta) and self.rope_theta > 0):
             raise ModelError(f"{src}: rope_theta must be a positive number, got {self.rope_theta!r}; fix the config")
+        if self.query_pre_attn_scalar is not None and not (math.isfinite(self.query_pre_attn_scalar)
+                                                           and self.query_pre_attn_scalar > 0):
+            raise ModelError(f"{src}: query_pre_attn_scalar must be a positive number, got "
+                             f"{self.query_pre_attn_scalar!r}; fix the config")
         if self.layer_windows and len(self.layer_windows) != self.num_hidden_layers:
             raise ModelError(f"{src}: {len(self.layer_windows)} layer windows for {self.num_hidden_layers} layers; "
                              "fix layer_types in the config")
@@ -306,15 +341,23 @@ def _unsupported_arch_message(arch: str, source: str) -> str:
 
 def _reject_unsupported_features(data: dict[str, Any], arch: str, source: str) -> None:
     """Refuse every key that would change the math and is not implemented (never ignore one)."""
-    act = data.get("hidden_act", "silu")
-    if act not in ("silu", "swish"):
-        raise ModelError(f"{source}: hidden_act {act!r} is not supported; supported: silu (SwiGLU MLP)")
     family = FAMILIES[arch]
+    if family.act == "gelu_tanh":  # Gemma reads hidden_activation (hidden_act is ignored by transformers)
+        act = data.get("hidden_activation")
+        if act not in ("gelu_pytorch_tanh", "gelu_tanh"):
+            raise ModelError(f"{source}: hidden_activation {act!r} is not supported for {arch}; supported: "
+                             "gelu_pytorch_tanh (GeGLU with the tanh GELU)")
+    else:
+        act = data.get("hidden_act", "silu")
+        if act not in ("silu", "swish"):
+            raise ModelError(f"{source}: hidden_act {act!r} is not supported; supported: silu (SwiGLU MLP)")
     if data.get("attention_bias") and not family.qkv_bias:
         raise ModelError(f"{source}: attention_bias={data['attention_bias']!r} is not supported for {arch} (it adds "
                          "biases to q/k/v and o_proj); supported: attention_bias false, or Qwen2ForCausalLM's "
                          "built-in q/k/v bias")
     for key, neutral in _NEUTRAL.items():
+        if key in family.keys:
+            continue
         value = data.get(key)
         if not _is_neutral(value, neutral):
             why = _WHY.get(key, "it changes the computation and is not implemented")
@@ -339,11 +382,17 @@ def _layer_windows(data: dict[str, Any], family: Family, layers: int, source: st
         if window is None:
             return ()
         return (_positive(window, "sliding_window", source),) * layers
-    use = data.get("use_sliding_window", False)
     types = data.get("layer_types")
+    if family.sliding == "gemma":
+        pattern = _positive(data.get("sliding_window_pattern", 6), "sliding_window_pattern", source)
+        if types is None:  # transformers: every pattern-th layer is global
+            types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+        use = True
+    else:
+        use = data.get("use_sliding_window", False)
     if not use:
         window = None  # transformers drops sliding_window unless use_sliding_window is true
-    if types is None:
+    if types is None:  # Qwen2/3
         first = _as_int(data.get("max_window_layers", layers), "max_window_layers", source) if use else layers
         types = ["sliding_attention" if window is not None and i >= first else "full_attention"
                  for i in range(layers)]

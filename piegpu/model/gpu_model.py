@@ -41,6 +41,8 @@ class GpuLayer:
     qkv_bias: object = None  # family steps' vectors (None: the family has no such step)
     q_norm: object = None
     k_norm: object = None
+    attn_out_norm: object = None
+    ffn_out_norm: object = None
 
 
 class Scratch:
@@ -94,13 +96,14 @@ class GpuModel:
         self.layers = [GpuLayer(up(lw.qkv, f"l{i}.qkv"), up(lw.o, f"l{i}.o"), up(lw.gate_up, f"l{i}.gate_up"),
                                 up(lw.down, f"l{i}.down"), self._vec(lw.input_norm, f"l{i}.in_norm"),
                                 self._vec(lw.post_norm, f"l{i}.post_norm"), opt(lw.qkv_bias, f"l{i}.qkv_bias"),
-                                opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"))
+                                opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"),
+                                opt(lw.attn_out_norm, f"l{i}.attn_out_norm"), opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm"))
                        for i, lw in enumerate(weights.layers)]
         # families with a step between the QKV projection and RoPE (bias, q/k norm) take the unfused path
         self.qk_prep = c.family.qkv_bias or c.family.qk_norm
         self.final_norm = self._vec(weights.final_norm, "final_norm")
         self.max_positions = c.max_position_embeddings
-        self._rope = None
+        self._rope: dict = {}  # Rope -> (table buffer, positions)
         self._scratch: dict = {}
         self._token_bufs: dict = {}
         self._zero_vecs: dict = {}
@@ -125,15 +128,20 @@ class GpuModel:
             z = self._zero_vecs[n] = self._vec(np.zeros(n, np.float32), f"zeros{n}")
         return z
 
-    def rope_table(self, positions: int):
-        """cos/sin per (position, pair) for positions below `positions` (shared by working sets)."""
-        if self._rope is None or self._rope[1] < positions:
-            c = self.config
-            cos, sin = rope_tables(np.arange(positions), inv_freq(c.rope, c.head_dim), np.float32)
+    def rope_table(self, positions: int, layer: int = 0):
+        """cos/sin per (position, pair) of layer `layer`'s RoPE for positions below `positions` (shared by working sets).
+
+        One table per distinct RoPE (Gemma 3's sliding-window layers have their own).
+        """
+        c = self.config
+        rope = c.rope_for(layer)
+        hit = self._rope.get(rope)
+        if hit is None or hit[1] < positions:
+            cos, sin = rope_tables(np.arange(positions), inv_freq(rope, c.head_dim), np.float32)
             half = c.head_dim // 2
             table = np.stack([cos[:, :half], sin[:, :half]], axis=-1)
-            self._rope = (self._vec(table, "rope"), positions)
-        return self._rope[0]
+            hit = self._rope[rope] = (self._vec(table, "rope"), positions)
+        return hit[0]
 
     def working_set(self, max_tokens: int | None = None) -> WorkingSet:
         """A fresh KV state for one sequence of up to max_tokens positions."""
@@ -155,7 +163,8 @@ class GpuModel:
         vals = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"v{i}") for i in range(len(self.layers))]
         state = self.device.create_buffer_with_data(data=np.array([0, n, 0, 0], np.uint32).tobytes(), usage=use,
                                                     label="ws-state")
-        self.rope_table(n)
+        for i in range(c.num_hidden_layers):
+            self.rope_table(n, i)
         ws = WorkingSet(self, n, keys, vals, state)
         self._working_sets.add(ws)
         return ws
@@ -243,7 +252,7 @@ class GpuModel:
         self._scratch.clear()
         self._token_bufs.clear()
         self._zero_vecs.clear()
-        self._rope = None
+        self._rope = {}
         self.params = None
         self.embed = self.lm_head = self.final_norm = None
         self.layers = []

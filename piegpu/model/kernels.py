@@ -12,7 +12,7 @@ composed with a weight FORMAT snippet (shaders/formats/) and an EPILOGUE snippet
 from __future__ import annotations
 
 from functools import lru_cache
-from math import ceil, sqrt
+from math import ceil
 
 from .. import channel_layout
 from ..errors import ValidationError
@@ -105,15 +105,17 @@ class Kernels:
         c = self.config
         for buf, row0, nrows in table.chunks:
             params = {"NB": c.hidden_size // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size,
+                      "SCALE": float(c.hidden_size ** 0.5) if c.family.embed_scale else 1.0,
                       **channel_layout.shader_params()}
             k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{table.fmt}"})
             self.rec.dispatch(k, {0: buf, 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
                               "embed", self.scope + ("embed", row0, tokens), binds)
 
-    def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0) -> None:
-        """out[out_first + t] = rmsnorm(x[first + t]) * weight for `tokens` rows."""
+    def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0,
+                add: bool = False) -> None:
+        """out[out_first + t] = rmsnorm(x[first + t]) * weight for `tokens` rows (`add`: out += instead)."""
         c = self.config
-        k = self.gpu.lib.kernel("rmsnorm", {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps)})
+        k = self.gpu.lib.kernel("rmsnorm", {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps), "ADD": add})
         self.rec.dispatch(k, {0: x, 1: weight, 2: out, 3: self.gpu.params(tokens, first, out_first)},
                           (ceil(tokens / 64), 1, 1), "rmsnorm", self.scope + key)
 
@@ -135,7 +137,7 @@ class Kernels:
         c = self.config
         n = self.T if tokens is None else tokens
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim),
+                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
                   "WINDOW": window}
         if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
             k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
@@ -160,7 +162,7 @@ class Kernels:
         c = self.config
         G = len(seqs)
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim),
+                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
                   "WG": self.attention_wg(batched=G > 1), "SEQS": G, "WINDOW": window, **seq_code(G, "attention")}
         k = self.gpu.lib.kernel("attention", params)
         bufs = {0: q, 1: out, 2: self.gpu.params(*[v for *_, first, n in seqs for v in (n, first, 0, 0)])}
@@ -204,9 +206,15 @@ class Kernels:
         """residual += W x."""
         self._matvec(w, x, self.T, None, "residual", {"OUT_STRIDE": self.config.hidden_size}, {3: residual}, key)
 
+    def matvec_normed_residual(self, w: GpuMatrix, x, norm, residual, tmp, key: tuple) -> None:
+        """residual += rmsnorm(W x) * norm (Gemma 3's sandwich norm on a block's output), W x stored in `tmp`."""
+        self._matvec(w, x, self.T, None, "store", {"OUT_STRIDE": self.config.hidden_size}, {3: tmp}, key)
+        self.rmsnorm(tmp, norm, out=residual, tokens=self.T, first=0, key=key + ("norm",), add=True)
+
     def gate_up_swiglu(self, w: GpuMatrix, x, norm, out, key: tuple) -> None:
-        """out = silu(gate x) * (up x), gate and up rows interleaved in one matrix."""
-        self._matvec(w, x, self.T, norm, "swiglu", {"OUT_STRIDE": self.config.intermediate_size}, {3: out}, key)
+        """out = act(gate x) * (up x), gate and up rows interleaved in one matrix; act is the family's (silu, GELU-tanh)."""
+        epilogue = {"silu": "swiglu", "gelu_tanh": "geglu"}[self.config.family.act]
+        self._matvec(w, x, self.T, norm, epilogue, {"OUT_STRIDE": self.config.intermediate_size}, {3: out}, key)
 
     def logits(self, w: GpuMatrix, x, norm, out, rows: int, key: tuple) -> None:
         """out[r] = W x[r] for the readout rows."""

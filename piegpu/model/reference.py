@@ -77,6 +77,8 @@ class _Layer:
     bv: np.ndarray | None = None
     q_norm: np.ndarray | None = None  # per-head RMSNorm weights of q and k (Qwen3)
     k_norm: np.ndarray | None = None
+    attn_out_norm: np.ndarray | None = None  # sandwich norms on the attention and MLP outputs (Gemma 3)
+    ffn_out_norm: np.ndarray | None = None
 
 
 def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -88,6 +90,14 @@ def silu(x: np.ndarray) -> np.ndarray:
     """x * sigmoid(x)."""
     with np.errstate(over="ignore"):  # exp(-x) -> inf for very negative x gives the right limit, -0
         return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU with the tanh approximation (torch's gelu(approximate="tanh"), HF's gelu_pytorch_tanh)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi).astype(x.dtype) * (x + 0.044715 * x * x * x)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
 
 
 def rope_tables(positions: np.ndarray, freqs: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -104,17 +114,22 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return x * cos + rotated * sin
 
 
-def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, window: int = 0) -> np.ndarray:
+def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, window: int = 0,
+              scale: float | None = None) -> np.ndarray:
     """Causal GQA: q [heads, n, d] at positions start.., keys/values [kv_heads, T, d] -> [heads, n, d].
 
-    With a sliding `window` > 0 a query at position p sees positions p - window + 1 .. p (transformers' mask).
+    With a sliding `window` > 0 a query at position p sees positions p - window + 1 .. p (transformers' mask);
+    scores are q . k * scale (default 1 / sqrt(d)).
     """
     heads, n, d = q.shape
     kv_heads, total, _ = keys.shape
     group = heads // kv_heads
     # Query head h reads KV head h // group, as HF's repeat_kv arranges it.
     qg = q.reshape(kv_heads, group, n, d)
-    scores = qg @ keys[:, None].swapaxes(-1, -2) / np.sqrt(d).astype(q.dtype)  # [kv, group, n, T]
+    if scale is None:
+        scores = qg @ keys[:, None].swapaxes(-1, -2) / np.sqrt(d).astype(q.dtype)  # [kv, group, n, T]
+    else:
+        scores = qg @ keys[:, None].swapaxes(-1, -2) * q.dtype.type(scale)
     query_pos = start + np.arange(n)[:, None]
     key_pos = np.arange(total)[None, :]
     visible = key_pos <= query_pos
@@ -137,7 +152,8 @@ class ReferenceModel:
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValidationError(f"ReferenceModel dtype must be float32 or float64, got {self.dtype}")
-        self.freqs = inv_freq(config.rope, config.head_dim, self.dtype)
+        self.freqs = [inv_freq(config.rope_for(i), config.head_dim, self.dtype)
+                      for i in range(config.num_hidden_layers)]
         for name, shape in expected_shapes(config).items():
             if name not in weights:
                 raise ModelError(f"ReferenceModel: weight {name!r} is missing (shape {list(shape)} expected)")
@@ -147,12 +163,15 @@ class ReferenceModel:
                     f"the config implies {list(shape)}"
                 )
 
+        fam = config.family
+
         def w(name: str) -> np.ndarray:
-            return np.ascontiguousarray(weights[name], dtype=self.dtype)
+            a = np.ascontiguousarray(weights[name], dtype=self.dtype)
+            return a + 1 if fam.norm_offset and name.endswith("norm.weight") else a  # Gemma: (1 + w)
 
         def opt(name: str, wanted: bool) -> np.ndarray | None:
             return w(name) if wanted else None
-        fam = config.family
+        out_norms = fam.output_norms or (None, None)
 
         self.embed = w("model.embed_tokens.weight")
         self.layers = [
@@ -162,7 +181,7 @@ class ReferenceModel:
                 wk=w(f"model.layers.{i}.self_attn.k_proj.weight"),
                 wv=w(f"model.layers.{i}.self_attn.v_proj.weight"),
                 wo=w(f"model.layers.{i}.self_attn.o_proj.weight"),
-                post_norm=w(f"model.layers.{i}.post_attention_layernorm.weight"),
+                post_norm=w(f"model.layers.{i}.{fam.ffn_norm}.weight"),
                 w_gate=w(f"model.layers.{i}.mlp.gate_proj.weight"),
                 w_up=w(f"model.layers.{i}.mlp.up_proj.weight"),
                 w_down=w(f"model.layers.{i}.mlp.down_proj.weight"),
@@ -171,6 +190,8 @@ class ReferenceModel:
                 bv=opt(f"model.layers.{i}.self_attn.v_proj.bias", fam.qkv_bias),
                 q_norm=opt(f"model.layers.{i}.self_attn.q_norm.weight", fam.qk_norm),
                 k_norm=opt(f"model.layers.{i}.self_attn.k_norm.weight", fam.qk_norm),
+                attn_out_norm=opt(f"model.layers.{i}.{out_norms[0]}.weight", fam.sandwich_norms),
+                ffn_out_norm=opt(f"model.layers.{i}.{out_norms[1]}.weight", fam.sandwich_norms),
             )
             for i in range(config.num_hidden_layers)
         ]
@@ -198,10 +219,13 @@ class ReferenceModel:
             raise ValidationError(f"forward: token id out of range [0, {c.vocab_size}): {ids.min()}..{ids.max()}")
         n, start = ids.size, cache.length
         heads, kv_heads, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        cos, sin = rope_tables(np.arange(start, start + n), self.freqs, self.dtype)
+        act = ACTIVATIONS[c.family.act]
 
         x = self.embed[ids]  # [n, hidden]
+        if c.family.embed_scale:
+            x = x * self.dtype.type(np.sqrt(c.hidden_size))
         for i, layer in enumerate(self.layers):
+            cos, sin = rope_tables(np.arange(start, start + n), self.freqs[i], self.dtype)
             # attention block
             h = rmsnorm(x, layer.input_norm, c.rms_norm_eps)
             q, k, v = h @ layer.wq.T, h @ layer.wk.T, h @ layer.wv.T
@@ -214,11 +238,13 @@ class ReferenceModel:
                 q, k = rmsnorm(q, layer.q_norm, c.rms_norm_eps), rmsnorm(k, layer.k_norm, c.rms_norm_eps)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             keys, values = cache.write(i, k, v)
-            att = attention(q, keys, values, start, c.window(i))
-            x = x + att.transpose(1, 0, 2).reshape(n, heads * hd) @ layer.wo.T
+            att = attention(q, keys, values, start, c.window(i), c.attention_scale if c.query_pre_attn_scalar else None)
+            o = att.transpose(1, 0, 2).reshape(n, heads * hd) @ layer.wo.T
+            x = x + (o if layer.attn_out_norm is None else rmsnorm(o, layer.attn_out_norm, c.rms_norm_eps))
             # MLP block
             h = rmsnorm(x, layer.post_norm, c.rms_norm_eps)
-            x = x + (silu(h @ layer.w_gate.T) * (h @ layer.w_up.T)) @ layer.w_down.T
+            m = (act(h @ layer.w_gate.T) * (h @ layer.w_up.T)) @ layer.w_down.T
+            x = x + (m if layer.ffn_out_norm is None else rmsnorm(m, layer.ffn_out_norm, c.rms_norm_eps))
         cache.advance(n)
 
         x = rmsnorm(x, self.norm, c.rms_norm_eps)

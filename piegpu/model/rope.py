@@ -70,6 +70,38 @@ def parse_rope(data: dict[str, Any], source: str) -> Rope:
         if scaling is not None and not isinstance(scaling, dict):
             raise ModelError(f"{source}: rope_scaling must be an object or null, got {scaling!r}; fix the config")
         spec, where = scaling or {}, "rope_scaling"
+    return _parse_spec(spec, theta, where, source)
+
+
+def parse_layer_type_ropes(data: dict[str, Any], source: str) -> tuple[Rope, Rope]:
+    """(global RoPE, sliding-window layers' RoPE) of a Gemma 3 config.
+
+    transformers 5: rope_parameters = {"full_attention": {...}, "sliding_attention": {...}};
+    transformers 4: rope_theta + rope_scaling for the global layers, rope_local_base_freq for the local ones.
+    Defaults as Gemma3TextConfig: theta 1e6 global, 1e4 local.
+    """
+    params = data.get("rope_parameters")
+    if params is not None:
+        if not isinstance(params, dict) or not set(params) <= {"full_attention", "sliding_attention"} or \
+                not all(isinstance(v, dict) for v in params.values()):
+            raise ModelError(f"{source}: rope_parameters {params!r} is not supported here; supported: "
+                             "{\"full_attention\": {...}, \"sliding_attention\": {...}} (RoPE per layer type)")
+        full, local = params.get("full_attention", {}), params.get("sliding_attention", {})
+        return (_parse_spec(full, full.get("rope_theta", data.get("rope_theta", 1e6)),
+                            "rope_parameters.full_attention", source),
+                _parse_spec(local, local.get("rope_theta", data.get("rope_local_base_freq", 1e4)),
+                            "rope_parameters.sliding_attention", source))
+    scaling = data.get("rope_scaling")
+    if scaling is not None and not isinstance(scaling, dict):
+        raise ModelError(f"{source}: rope_scaling must be an object or null, got {scaling!r}; fix the config")
+    theta = data.get("rope_theta")
+    local = data.get("rope_local_base_freq")
+    return (_parse_spec(scaling or {}, 1e6 if theta is None else theta, "rope_scaling", source),
+            _parse_spec({}, 1e4 if local is None else local, "rope_local_base_freq", source))
+
+
+def _parse_spec(spec: dict[str, Any], theta: Any, where: str, source: str) -> Rope:
+    """A Rope from one rope dict (rope_type + its fields) and its theta; refuses what it cannot run."""
     theta = 10000.0 if theta is None else _number(theta, "rope_theta", source)
     if not (math.isfinite(theta) and theta > 0):
         raise ModelError(f"{source}: rope_theta must be a positive number, got {theta!r}; fix the config")

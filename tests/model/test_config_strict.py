@@ -173,3 +173,53 @@ def test_bad_layer_types_refused(tmp_path):
     with pytest.raises(ModelError, match="sliding_window is not in effect"):
         load(tmp_path, architectures=["Qwen3ForCausalLM"],
              layer_types=["full_attention", "sliding_attention", "full_attention"])
+
+
+# ---- Gemma 3: RoPE per layer type, its own defaults and keys ---------------------------------
+
+GEMMA = {**BASE, "architectures": ["Gemma3ForCausalLM"], "num_hidden_layers": 6, "head_dim": 32,
+         "query_pre_attn_scalar": 24, "sliding_window": 8, "hidden_activation": "gelu_pytorch_tanh"}
+
+
+def test_gemma3_both_rope_styles_read_the_same(tmp_path):
+    v4 = LlamaConfig.from_dict({**GEMMA, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                                "rope_scaling": {"rope_type": "linear", "factor": 8.0}})
+    v5 = LlamaConfig.from_dict({**GEMMA, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})
+    assert v4 == v5
+    assert v4.rope == Rope(1000000.0, "linear", (("factor", 8.0),)) and v4.rope_local == Rope(10000.0)
+    # sliding_window_pattern 6 (the default): layers 0-4 local, layer 5 global
+    assert v4.layer_windows == (8, 8, 8, 8, 8, 0)
+    assert v4.rope_for(0) == Rope(10000.0) and v4.rope_for(5) == v4.rope
+    assert v4.attention_scale == 24 ** -0.5
+    assert LlamaConfig.from_dict(v4.to_dict()) == v4
+
+
+def test_gemma3_defaults_are_gemmas(tmp_path):
+    data = {k: v for k, v in GEMMA.items() if k not in ("query_pre_attn_scalar", "sliding_window", "head_dim",
+                                                          "rms_norm_eps")}
+    c = LlamaConfig.from_dict(data)
+    assert c.query_pre_attn_scalar == 256 and c.head_dim == 256 and c.window(0) == 4096 and c.rms_norm_eps == 1e-6
+    assert c.rope_theta == 1e6 and c.rope_local == Rope(1e4)
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("hidden_activation", "gelu", "gelu_pytorch_tanh"),
+    ("use_bidirectional_attention", True, "use_bidirectional_attention"),
+    ("final_logit_softcapping", 30.0, "final_logit_softcapping"),
+    ("attn_logit_softcapping", 50.0, "attn_logit_softcapping"),
+])
+def test_gemma3_unimplemented_keys_refused(tmp_path, key, value, needle):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**GEMMA, key: value}))
+    with pytest.raises(ModelError) as e:
+        LlamaConfig.from_file(path)
+    assert str(path) in str(e.value) and needle in str(e.value) and "supported" in str(e.value)
+
+
+def test_gemma3_unsupported_rope_of_one_layer_type_refused(tmp_path):
+    with pytest.raises(ModelError, match=r"rope_parameters.sliding_attention.rope_type 'yarn'"):
+        LlamaConfig.from_dict({**GEMMA, "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}}}, source="g/config.json")

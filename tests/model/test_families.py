@@ -18,9 +18,9 @@ from piegpu.model.reference import ReferenceModel
 from piegpu.model.rope import Rope
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "models"
-FAMILIES = ["llama3", "mistral", "qwen2", "qwen3"]
+FAMILIES = ["llama3", "mistral", "qwen2", "qwen3", "gemma3"]
 ARCH = {"llama3": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-        "qwen3": "Qwen3ForCausalLM"}
+        "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
 TOL = 1e-3
 
 
@@ -87,25 +87,31 @@ def test_reference_matches_transformers(family):
     assert ref.greedy(e["ids"].tolist(), 16) == e["greedy"].tolist()
 
 
-def _without_quirk(family: str):
-    """The fixture's config and weights with the family's own step switched off."""
-    config, weights = load_checkpoint(FIXTURES / family)
-    if family == "llama3":
-        config = dataclasses.replace(config, rope=Rope(config.rope_theta))
-    elif family == "mistral":
-        config = dataclasses.replace(config, layer_windows=())
-    elif family == "qwen2":
-        weights = {k: (np.zeros_like(v) if k.endswith("_proj.bias") else v) for k, v in weights.items()}
-    else:
-        weights = {k: (np.ones_like(v) if k.endswith(("q_norm.weight", "k_norm.weight")) else v)
-                   for k, v in weights.items()}
-    return config, weights
+def _replace(**fields):
+    return lambda config, weights: (dataclasses.replace(config, **fields), weights)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_each_fixture_exercises_its_family_step(family):
-    # without its quirk (llama3 RoPE, the sliding window, the QKV bias, the q/k norm) the logits are far off,
-    # so the matches above are evidence that the step is implemented
+def _map_weights(suffixes, fn):
+    return lambda config, weights: (config, {k: (fn(v) if k.endswith(suffixes) else v) for k, v in weights.items()})
+
+
+# family -> the family's own steps, each switched off in turn
+QUIRKS = {
+    "llama3": {"llama3 rope": lambda c, w: (dataclasses.replace(c, rope=Rope(c.rope_theta)), w)},
+    "mistral": {"sliding window": _replace(layer_windows=())},
+    "qwen2": {"qkv bias": _map_weights(("_proj.bias",), np.zeros_like)},
+    "qwen3": {"q/k norm": _map_weights(("q_norm.weight", "k_norm.weight"), np.ones_like)},
+    "gemma3": {"local rope": _replace(rope_local=None), "query_pre_attn_scalar": _replace(query_pre_attn_scalar=None),
+               "sliding window": _replace(layer_windows=()),
+               "sandwich norms": _map_weights(("post_feedforward_layernorm.weight",), lambda v: v + 5),
+               "q/k norm": _map_weights(("q_norm.weight", "k_norm.weight"), lambda v: v + 1)},
+}
+
+
+@pytest.mark.parametrize("family, quirk", [(f, q) for f in FAMILIES for q in QUIRKS[f]])
+def test_each_fixture_exercises_its_family_steps(family, quirk):
+    # without one of its steps the logits are far off, so the matches above are evidence that the step is
+    # implemented (and that the fixture's config really switches it on)
     e = expected(family)
-    ref = ReferenceModel(*_without_quirk(family))
+    ref = ReferenceModel(*QUIRKS[family][quirk](*load_checkpoint(FIXTURES / family)))
     assert np.abs(ref.forward(e["ids"], ref.new_cache()) - e["logits"]).max() > 100 * TOL

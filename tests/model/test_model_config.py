@@ -78,7 +78,7 @@ def test_mistral_sliding_window_applies_to_every_layer(tmp_path):
     assert LlamaConfig.from_dict(c.to_dict()) == c
 
 
-@pytest.mark.parametrize("arch", ["GPT2LMHeadModel", "Gemma3ForCausalLM", "Gemma2ForCausalLM"])
+@pytest.mark.parametrize("arch", ["GPT2LMHeadModel", "Gemma3ForConditionalGeneration", "Gemma2ForCausalLM"])
 def test_unsupported_architecture_names_file_and_fix(tmp_path, arch):
     path = write_config(tmp_path, {**SMOLLM2, "architectures": [arch]})
     with pytest.raises(ModelError) as e:
