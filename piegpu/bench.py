@@ -268,7 +268,7 @@ def grammar_row(model, runs: int) -> dict:
     gs = g.grammar_stats
     return {"tokens_per_s": _median(tps), "mask_ms_per_sampled_token": _median(mask_ms),
             "replay_mask_ms_per_token": _median(replay_ms), "tokens": len(g.tokens), "sampled": gs.masks,
-            "forced": gs.forced}
+            "forced": gs.forced, "masks_ahead": gs.ahead}
 
 
 def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
@@ -366,8 +366,9 @@ def table(r: dict) -> str:
         gr = r["grammar"]
         lines.append(f"grammar (JSON schema, llguidance): {gr['tokens_per_s']:.1f} tokens/s decode, "
                      f"{gr['mask_ms_per_sampled_token']:.3f} ms host mask work per sampled token "
-                     f"({gr['sampled']} sampled + {gr['forced']} forced of {gr['tokens']}); mask + consume "
-                     f"replayed {gr['replay_mask_ms_per_token']:.3f} ms/token")
+                     f"({gr['sampled']} sampled, {gr['masks_ahead']} of their next masks computed during the "
+                     f"device pass, + {gr['forced']} forced of {gr['tokens']}); mask + consume replayed "
+                     f"{gr['replay_mask_ms_per_token']:.3f} ms/token")
     if "batching" in r:
         from .bench_batch import rows as batch_lines
         lines += batch_lines(r["batching"])

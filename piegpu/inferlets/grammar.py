@@ -20,6 +20,7 @@ forced tokens are prefilled in one pass each run instead of being sampled one by
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import weakref
@@ -32,8 +33,9 @@ from ..errors import ValidationError
 JSON_OPTIONS = {"whitespace_flexible": False}  # compact JSON: a small model cannot pad with endless whitespace
 _LL_TOKENIZERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 REQUEST_KEYS = ("grammar", "lark", "regex", "json_schema", "json_object")
-CLOSERS = ('"', "}", "]", ")", "0", "1", ",", "a", " ")  # what a budget completion tries first, in order
+CLOSERS = ('"', "}", "]", ")", ",", "0", "1", "a", " ")  # what a budget completion tries first, in order
 CLOSE_LOOKAHEAD = 32  # in its last this-many tokens a generation checks it can still complete the grammar
+SPECULATE = 16  # next masks are computed ahead (during the device pass) when at most this many tokens are allowed
 
 
 def _llguidance():
@@ -156,14 +158,39 @@ class Matcher:
         self.constraint = constraint
         self._m = matcher
         self.words = constraint.words
+        self._ready = None  # the next mask, when branches() computed it ahead
 
     def mask_into(self, buf: np.ndarray) -> None:
         """Write the allowed next tokens into buf (np.uint32[words], C-contiguous): bit i of word i // 32."""
         if buf.dtype != np.uint32 or buf.shape != (self.words,) or not buf.flags["C_CONTIGUOUS"]:
             raise ValidationError(f"mask_into: buf must be a C-contiguous np.uint32[{self.words}], got "
                                   f"{buf.dtype}{list(buf.shape)}")
+        if self._ready is not None:  # computed ahead by branches()
+            buf[:] = self._ready
+            self._ready = None
+            return
         self._m.unsafe_compute_mask_ptr(buf.ctypes.data, buf.nbytes)
         self._check()
+
+    def branches(self, mask: np.ndarray, limit: int = 16) -> dict:
+        """{token: the Matcher after it, with its next mask already computed} for every token `mask` allows,
+        when it allows at most `limit` (else {}). The generation loop runs this while the device draws
+        from `mask`, so the next mask is ready the moment the token arrives."""
+        n = int(np.unpackbits(mask.view(np.uint8)).sum())
+        if n < 2 or n > limit:
+            return {}
+        out = {}
+        for t in np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:self.constraint.vocab_size]):
+            c = self._m.deep_copy()
+            if not c.consume_token(int(t)) or c.is_error():
+                continue
+            nxt = Matcher(self.constraint, c)
+            if not c.is_stopped() and not c.compute_ff_tokens():
+                ready = np.zeros(self.words, np.uint32)
+                c.unsafe_compute_mask_ptr(ready.ctypes.data, ready.nbytes)
+                nxt._ready = ready
+            out[int(t)] = nxt
+        return out
 
     def mask(self) -> np.ndarray:
         """The allowed next tokens as a new np.uint32[words]."""
@@ -173,6 +200,7 @@ class Matcher:
 
     def consume(self, token: int) -> None:
         """Advance past `token` (ValidationError with llguidance's message if the grammar forbids it)."""
+        self._ready = None
         if not self._m.consume_token(int(token)):
             raise ValidationError(f"grammar: token {int(token)} is not allowed here: {self._m.get_error()}")
 
@@ -220,6 +248,7 @@ class Matcher:
 
     def rollback(self, n: int) -> None:
         """Undo the last n consumed tokens."""
+        self._ready = None
         if not self._m.rollback(int(n)):
             raise ValidationError(f"grammar: cannot roll back {n} tokens: {self._m.get_error()}")
 
@@ -292,6 +321,8 @@ class GrammarStats:
     forced: int = 0  # tokens the grammar forced (embedded without sampling)
     forced_runs: int = 0  # prefill passes that embedded them
     closing: int = 0  # of the forced tokens, those that closed the grammar before max_tokens ran out
+    ahead: int = 0  # sampled tokens whose next mask was computed while the device drew them
+    ahead_s: float = 0.0  # host time spent on those branches (hidden behind the device pass)
 
     @property
     def mask_ms_per_token(self) -> float:
@@ -321,13 +352,24 @@ def _build_loop(sess, sampler, vocab: int) -> _Loop:
     return _Loop(loop.fwd, loop.token_in, loop.token_out, mask, states)
 
 
+async def _branches(m: Matcher, mask: np.ndarray, st: GrammarStats) -> dict:
+    await asyncio.sleep(0)  # let the pass be submitted first: this work overlaps the device's
+    t0 = time.perf_counter()
+    out = m.branches(mask, SPECULATE)
+    st.ahead_s += time.perf_counter() - t0
+    return out
+
+
 async def constrained_pieces(gen, sess):
     """Async generator of text pieces for Generation `gen` with its constraint, after its prompt is prefilled.
 
     Each step: forced tokens (if any) are prefilled and accepted without sampling; otherwise the
     host writes the mask, one pass draws under it, and the matcher consumes the token. The mask of
-    step t+1 depends on token t (drawn on the device in step t), so masks cannot be computed ahead;
-    where the grammar does not depend on the choice (forced tokens), no pass samples at all.
+    step t+1 depends on token t (drawn on the device in step t). Where the grammar state allows
+    it -- at most SPECULATE tokens allowed (enums, booleans, digits, ',' or '}') -- the host computes
+    the next mask for every allowed token while the device draws, so the right one is ready when
+    the token arrives; where it does not (free text in a string: thousands of allowed tokens) the
+    mask is computed after the token. Where the grammar forces tokens, no pass samples at all.
     Budget closing: in the last CLOSE_LOOKAHEAD tokens, when the shortest completion found
     (Matcher.completion) only just fits, it is taken unsampled, so a text that can still be
     finished is finished; one that cannot ends at max_tokens (finish reason "length").
@@ -387,14 +429,22 @@ async def constrained_pieces(gen, sess):
             m.mask_into(buf)
             st.mask_s += time.perf_counter() - t0
             loop.mask.put(buf)
-            await sess.pipe.submit(loop.fwd)
-            tok = await loop.token_out.take_scalar()
+            ahead = asyncio.ensure_future(_branches(m, buf.copy(), st))  # runs while the device draws
+            try:
+                await sess.pipe.submit(loop.fwd)
+                tok = await loop.token_out.take_scalar()
+            finally:
+                branches = await ahead
             sess.embedded([pending])
             pending = tok
             draws += 1
             st.masks += 1
             t0 = time.perf_counter()
-            m.consume(tok)  # a token outside the mask raises: device and host disagree
+            if tok in branches:
+                m = branches[tok]
+                st.ahead += 1
+            else:
+                m.consume(tok)  # a token outside the mask raises: device and host disagree
             st.mask_s += time.perf_counter() - t0
             piece, more = gen.accept(tok)
             if piece:

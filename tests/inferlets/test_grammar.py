@@ -115,7 +115,7 @@ def test_iso_date_regex_over_20_seeded_samples(default_model):
 @pytest.mark.parametrize("kwargs,match", [
     ({"regex": "a(b"}, "unclosed group"),
     ({"grammar": "root ::= foo"}, "Rule 'foo' not found"),
-    ({"grammar": "start: \"a\" | "}, "grammar:"),
+    ({"grammar": "start: \"a\" \"b"}, "grammar: "),
     ({"json_schema": {"type": "foo"}}, "json_schema: .*foo"),
     ({"json_schema": "{not json"}, "not valid JSON text"),
     ({"regex": "a", "json_object": True}, "pass one constraint"),
@@ -152,26 +152,30 @@ def test_budget_closing_finishes_an_open_value(default_model):
 
 def test_constraint_host_api(default_model):
     tok = default_model.tokenizer
+    V = default_model.config.vocab_size
     c = Constraint.from_request(default_model, regex="ab[0-9]")
     assert Constraint.from_request(default_model) is None
     m = c.matcher()
+    ab, seven = tok.token_to_id("ab"), tok.token_to_id("7")
+    assert m.forced_tokens() == [ab]  # "ab" is one token: forced
     buf = np.zeros(c.words, np.uint32)
-    a, b = tok.token_to_id("a"), tok.token_to_id("b")
     m.mask_into(buf)
-    allowed = unpack_mask(buf, default_model.config.vocab_size)
-    assert allowed[a] and not allowed[b]
-    m.consume(a)
-    assert m.forced_tokens() == [b]
-    m.consume(b)
+    assert np.flatnonzero(unpack_mask(buf, V)).tolist() == [ab]
+    m.consume(ab)
+    digits = [tok.token_to_id(str(d)) for d in range(10)]
+    assert np.flatnonzero(unpack_mask(m.mask(), V)).tolist() == sorted(digits)
+    branches = m.branches(m.mask())  # ten allowed tokens: each branch's next mask is ready
+    assert sorted(branches) == sorted(digits) and all(b.is_done() for b in branches.values())
     with pytest.raises(ValidationError, match="not allowed"):
-        m.consume(tok.token_to_id("x"))
-    m2 = c.matcher()
-    m2.consume(a), m2.consume(b), m2.consume(tok.token_to_id("7"))
-    assert m2.is_done() and m2.is_accepting()
+        c.matcher().consume(tok.token_to_id("x"))
+    m.consume(seven)
+    assert m.is_done() and m.is_accepting()
     with pytest.raises(ValidationError, match="np.uint32"):
-        m2.mask_into(np.zeros(3, np.int64))
-    c2 = Constraint.from_request(tokenizer=tok, vocab_size=default_model.config.vocab_size, json_object=True)
-    assert c2.kind == "json_object" and c2.matcher().forced_tokens()
+        m.mask_into(np.zeros(3, np.int64))
+    c2 = Constraint.from_request(tokenizer=tok, vocab_size=V, json_object=True)
+    first = np.flatnonzero(unpack_mask(c2.matcher().mask(), V))
+    assert c2.kind == "json_object" and tok.token_to_id("{") in first and all(
+        tok.decode([int(t)]).startswith("{") for t in first)
 
 
 def test_closed_objects_follow_llama_cpp():
