@@ -186,3 +186,22 @@ def test_closed_objects_follow_llama_cpp():
     assert c["additionalProperties"] is False and c["properties"]["a"]["additionalProperties"] is False
     assert "additionalProperties" not in c["properties"]["properties"]  # a property named "properties"
     assert c["$defs"]["d"]["additionalProperties"] is True and "additionalProperties" not in s
+
+
+def test_batched_generation_refuses_grammars(default_model):
+    with pytest.raises(ValidationError, match="batched rows do not apply grammars yet"):
+        default_model.generate_batch(["a", "b"], json_object=True)
+    with pytest.raises(ValidationError, match="batched rows do not apply grammars yet"):
+        default_model.generate("a", n=2, regex="[0-9]+")
+
+
+def test_chat_turns_on_one_working_set(default_model):
+    ws = default_model.working_set(512)
+    first = default_model.generate("Pick a number from 1 to 9.", chat=True, working_set=ws, max_tokens=4,
+                                   regex="[1-9]")
+    assert re.fullmatch("[1-9]", first.run())
+    again = default_model.generate("Now a color as JSON.", chat=True, working_set=ws, max_tokens=32,
+                                   json_schema={"type": "object", "properties": {"color": {"enum": ["red", "blue"]}},
+                                                "required": ["color"]})
+    assert json.loads(again.run())["color"] in ("red", "blue")
+    assert default_model.session(ws).tokens[-len(again.tokens) + 1:] == again.tokens[:-1]
