@@ -172,7 +172,7 @@ class LlamaConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "LlamaConfig":
-        """Build a config from HF config.json keys, with HF defaults (the family's where they differ) for optional keys."""
+        """Build a config from HF config.json keys, with HF class defaults (the family's) for optional keys."""
         arch = _architecture_of(data, source)
         defaults = dict(FAMILIES[arch].defaults)
         data = {**defaults, **{k: v for k, v in data.items() if v is not None or k not in defaults}}

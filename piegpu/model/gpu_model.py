@@ -97,7 +97,8 @@ class GpuModel:
                                 up(lw.down, f"l{i}.down"), self._vec(lw.input_norm, f"l{i}.in_norm"),
                                 self._vec(lw.post_norm, f"l{i}.post_norm"), opt(lw.qkv_bias, f"l{i}.qkv_bias"),
                                 opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"),
-                                opt(lw.attn_out_norm, f"l{i}.attn_out_norm"), opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm"))
+                                opt(lw.attn_out_norm, f"l{i}.attn_out_norm"),
+                                opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm"))
                        for i, lw in enumerate(weights.layers)]
         # families with a step between the QKV projection and RoPE (bias, q/k norm) take the unfused path
         self.qk_prep = c.family.qkv_bias or c.family.qk_norm
@@ -129,7 +130,7 @@ class GpuModel:
         return z
 
     def rope_table(self, positions: int, layer: int = 0):
-        """cos/sin per (position, pair) of layer `layer`'s RoPE for positions below `positions` (shared by working sets).
+        """cos/sin per (position, pair) of layer `layer`'s RoPE below `positions` positions (shared by working sets).
 
         One table per distinct RoPE (Gemma 3's sliding-window layers have their own).
         """

@@ -212,7 +212,7 @@ class Kernels:
         self.rmsnorm(tmp, norm, out=residual, tokens=self.T, first=0, key=key + ("norm",), add=True)
 
     def gate_up_swiglu(self, w: GpuMatrix, x, norm, out, key: tuple) -> None:
-        """out = act(gate x) * (up x), gate and up rows interleaved in one matrix; act is the family's (silu, GELU-tanh)."""
+        """out = act(gate x) * (up x), gate and up rows interleaved; act is the family's (silu or GELU-tanh)."""
         epilogue = {"silu": "swiglu", "gelu_tanh": "geglu"}[self.config.family.act]
         self._matvec(w, x, self.T, norm, epilogue, {"OUT_STRIDE": self.config.intermediate_size}, {3: out}, key)
 

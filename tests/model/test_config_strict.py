@@ -134,7 +134,8 @@ def test_attention_bias_refused_where_not_implemented(tmp_path, arch):
 
 @pytest.mark.parametrize("rtype", ["yarn", "dynamic", "longrope", "su", "ntk"])
 def test_unsupported_rope_type_refused_in_both_styles(tmp_path, rtype):
-    refused(tmp_path, ["rope_scaling.rope_type", repr(rtype), "llama3"], rope_scaling={"rope_type": rtype, "factor": 4.0})
+    refused(tmp_path, ["rope_scaling.rope_type", repr(rtype), "llama3"],
+            rope_scaling={"rope_type": rtype, "factor": 4.0})
     refused(tmp_path, ["rope_parameters.rope_type", repr(rtype), "llama3"],
             rope_parameters={"rope_type": rtype, "rope_theta": 10000.0, "factor": 4.0})
 
