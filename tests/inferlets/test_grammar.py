@@ -205,3 +205,38 @@ def test_chat_turns_on_one_working_set(default_model):
                                                 "required": ["color"]})
     assert json.loads(again.run())["color"] in ("red", "blue")
     assert default_model.session(ws).tokens[-len(again.tokens) + 1:] == again.tokens[:-1]
+
+
+def test_lark_and_gbnf_forms(default_model):
+    tok = default_model.tokenizer
+    V = default_model.config.vocab_size
+    yes_no = {tok.token_to_id("yes"), tok.token_to_id("no")}
+    for req in ({"lark": 'start: "yes" | "no"'}, {"grammar": 'start: "yes" | "no"'},
+                {"grammar": 'root ::= "yes" | "no"'}):
+        first = set(np.flatnonzero(unpack_mask(Constraint.from_request(default_model, **req).matcher().mask(),
+                                               V)).tolist())
+        assert yes_no <= first and all("yes".startswith(tok.decode([t])) or "no".startswith(tok.decode([t]))
+                                        for t in first), req
+
+
+def test_cli_grammar_flags(default_model, tmp_path, capsys):
+    from piegpu.cli import main
+    assert main(["generate", "The year:", "--regex", "(19|20)[0-9]{2}", "--max-tokens", "8"]) == 0
+    out = capsys.readouterr()
+    assert re.fullmatch(r"(19|20)[0-9]{2}", out.out.strip()) and "piegpu: regex:" in out.err
+    gbnf = tmp_path / "sum.gbnf"
+    gbnf.write_text('root ::= [0-9] "+" [0-9]\n')
+    assert main(["generate", "Add:", "--grammar", str(gbnf), "--max-tokens", "6"]) == 0
+    assert re.fullmatch(r"[0-9]\+[0-9]", capsys.readouterr().out.strip())
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}))
+    assert main(["generate", "Is it ok? JSON:", "--json-schema", str(schema), "--max-tokens", "12"]) == 0
+    assert isinstance(json.loads(capsys.readouterr().out)["ok"], bool)
+    # bad input fails before the model loads (exit 2, llguidance's message)
+    assert main(["generate", "x", "--regex", "a(b"]) == 2
+    assert "unclosed group" in capsys.readouterr().err
+    gbnf.write_text("root ::= nothing\n")
+    assert main(["generate", "x", "--grammar", str(gbnf)]) == 2
+    assert "Rule 'nothing' not found" in capsys.readouterr().err
+    assert main(["generate", "x", "--regex", "a", "--json"]) == 2
+    assert "pass one of" in capsys.readouterr().err
