@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QThread, Signal
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
@@ -136,11 +136,13 @@ class Loader(QThread):
     def __init__(self, path: str | None):
         super().__init__()
         self.path = path
+        self.model = None  # also here: a window closed before the signal arrives must still close it
 
     def run(self) -> None:
         """Load (QThread entry point)."""
         try:
-            self.loaded.emit(piegpu.load_model(self.path, verbose=False), "")
+            self.model = piegpu.load_model(self.path, verbose=False)
+            self.loaded.emit(self.model, "")
         except Exception as e:  # noqa: BLE001 -- shown in the window instead of a silent thread death
             self.loaded.emit(None, f"{type(e).__name__}: {e}")
 
@@ -156,7 +158,8 @@ class ChatWindow(QMainWindow):
     piece_shown = Signal(str)  # a text piece was appended to the history pane
     turn_done = Signal(object)  # a turn ended: its Generation (None if it failed to start)
 
-    def __init__(self, model=None, *, model_path: str | None = None, context: int = 2048):
+    def __init__(self, model=None, *, model_path: str | None = None, context: int = 2048,
+                 settings: Settings = Settings()):
         super().__init__()
         self.setWindowTitle("piegpu chat")
         self.model = None
@@ -167,7 +170,9 @@ class ChatWindow(QMainWindow):
         self.last_generation = None
         self._owns_model = model is None
         self._seed = 0
-        self._build()
+        self._ready = False  # loaded and warmed up
+        self._closing = False
+        self._build(settings)
         if model is None:
             self._status("Loading the model...")
             self._loader = Loader(model_path)
@@ -177,7 +182,7 @@ class ChatWindow(QMainWindow):
             self._on_loaded(model, "")
 
     # ---- layout ----------------------------------------------------------------------------------------
-    def _build(self) -> None:
+    def _build(self, initial: Settings) -> None:
         self.history = QTextBrowser()
         self.history.setOpenLinks(False)
         self.input = QLineEdit()
@@ -186,10 +191,10 @@ class ChatWindow(QMainWindow):
         self.stop_button = QPushButton("Stop")
         self.new_button = QPushButton("New chat")
         self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, decimals=2,
-                                          value=Settings.temperature)
+                                          value=initial.temperature)
         self.temperature.setToolTip("0 = greedy")
-        self.top_p = QDoubleSpinBox(minimum=0.01, maximum=1.0, singleStep=0.05, decimals=2, value=Settings.top_p)
-        self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=Settings.max_tokens)
+        self.top_p = QDoubleSpinBox(minimum=0.01, maximum=1.0, singleStep=0.05, decimals=2, value=initial.top_p)
+        self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=initial.max_tokens)
 
         settings = QHBoxLayout()
         for label, w in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Max tokens", self.max_tokens)):
@@ -216,12 +221,11 @@ class ChatWindow(QMainWindow):
         self.stop_button.clicked.connect(self.stop)
         self.new_button.clicked.connect(self.new_chat)
         self._set_busy(False)
-        self.send_button.setEnabled(False)
 
     def _set_busy(self, busy: bool) -> None:
-        self.send_button.setEnabled(not busy and self.model is not None)
-        self.new_button.setEnabled(not busy and self.model is not None)
-        self.stop_button.setEnabled(busy)
+        self.send_button.setEnabled(not busy and self._ready)
+        self.new_button.setEnabled(not busy and self._ready)
+        self.stop_button.setEnabled(busy and self._ready)
 
     def _status(self, text: str) -> None:
         self.statusBar().showMessage(text)
@@ -246,7 +250,7 @@ class ChatWindow(QMainWindow):
     def send(self) -> None:
         """Send the input box's text as the next user turn and stream the answer."""
         text = self.input.text().strip()
-        if not text or self.model is None or self.turn is not None:
+        if not text or not self._ready or self.turn is not None:
             return
         self.input.clear()
         self.messages.append({"role": "user", "content": text})
@@ -287,19 +291,36 @@ class ChatWindow(QMainWindow):
 
     # ---- signals from worker threads (run in the UI thread) ----------------------------------------------
     def _on_loaded(self, model, error: str) -> None:
+        if self._closing:  # closeEvent closed it already
+            return
         if model is None:
             self._status(f"Could not load the model: {error}")
             self._write(error, color="#b00020")
             return
         self.model = model
         self.ws = model.working_set(min(self.context, model.config.max_position_embeddings))
-        # What exists now (Qt, the model, its tokenizer) lives as long as the window: leave it out of the
-        # cyclic GC, whose full collections would otherwise scan it all while holding the GIL (20-70 ms
-        # pauses measured here, in whichever thread triggers them -- the UI's event loop stalls meanwhile).
+        yield_cpu_to_ui(model)
+        # Warm up on the worker: a one-token answer to an empty message builds the forward passes and
+        # compiles the sampler of the current settings, and leaves the chat template's system prompt in
+        # the working set, which every conversation starts with -- so the first answer starts as fast
+        # as later ones.
+        self._status("Warming up: building the forward pass and compiling the sampler...")
+        warm = self.turn = Turn(model, self.ws, [{"role": "user", "content": ""}], replace(self.settings(), max_tokens=1),
+                                self._seed)
+        warm.ended.connect(self._on_warm)
+        warm.start()
+
+    def _on_warm(self, g, error: str) -> None:
+        turn, self.turn = self.turn, None
+        turn.wait()
+        self._ready = True
+        # What exists now (Qt, the model, its compiled passes) lives as long as the window: leave it out
+        # of the cyclic GC, whose full collections would otherwise scan it all while holding the GIL
+        # (20-70 ms pauses measured here, in whichever thread triggers them: the event loop stalls).
         gc.collect()
         gc.freeze()
         self._set_busy(False)
-        self._status(f"Ready: {model.source}")
+        self._status(f"Ready: {self.model.source}" if not error else f"Warm-up failed ({error}); ready anyway")
         self.ready.emit()
 
     def _on_piece(self, text: str, tokens: int, rate: float) -> None:
@@ -331,14 +352,16 @@ class ChatWindow(QMainWindow):
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         """Stop a running answer, wait for it, and close the model if the window loaded it."""
-        if self.turn is not None:
-            self.turn.stop()
-            self.turn.wait()
+        self._closing = True
         loader = getattr(self, "_loader", None)
         if loader is not None:
             loader.wait()
-        if self._owns_model and self.model is not None:
-            self.model.close()
+        if self.turn is not None:
+            self.turn.stop()
+            self.turn.wait()
+        model = self.model or (loader.model if loader is not None else None)
+        if self._owns_model and model is not None:
+            model.close()
             self.model = None
         super().closeEvent(event)
 
@@ -348,9 +371,13 @@ def main(argv: list | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="a model directory or GGUF file (default: the default model)")
     ap.add_argument("--context", type=int, default=2048, help="tokens of conversation kept on the device")
+    ap.add_argument("--temperature", type=float, default=Settings.temperature, help="0 = greedy")
+    ap.add_argument("--top-p", type=float, default=Settings.top_p)
+    ap.add_argument("--max-tokens", type=int, default=Settings.max_tokens)
     args = ap.parse_args(argv)
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    window = ChatWindow(model_path=args.model, context=args.context)
+    window = ChatWindow(model_path=args.model, context=args.context,
+                        settings=Settings(args.temperature, args.top_p, args.max_tokens))
     window.resize(760, 620)
     window.show()
     return app.exec()

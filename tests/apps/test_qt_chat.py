@@ -22,6 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "qt_chat.py"
 HEARTBEAT_MS = 10
+OPENING = dict(temperature=0.0, top_p=0.9, max_tokens=24)  # the settings the window opens with: greedy
 MAX_STALL_S = 0.050
 
 
@@ -151,12 +152,11 @@ class Turn:
         self.window.turn_done.disconnect(self._done)
 
 
-def _say(qt, window, beat: Heartbeat, text: str, max_tokens: int, temperature: float = 0.0, on_piece=None,
+def _say(qt, window, beat: Heartbeat, text: str, max_tokens: int, on_piece=None,
          timeout_s: float = 40) -> Turn:
     """Type `text`, click Send, run the event loop until the answer ended."""
     QtCore, QtTest, _, _ = qt
     window.max_tokens.setValue(max_tokens)
-    window.temperature.setValue(temperature)
     QtTest.QTest.keyClicks(window.input, text)
     assert window.input.text() == text
     turn = Turn(window, beat)
@@ -190,19 +190,26 @@ def _history_tokens(model, messages) -> int:
 def test_chat_window_streams_stops_and_reuses_the_prefix(qt, default_model, tmp_path):
     QtCore, QtTest, app, example = qt
     model = default_model
-    window = example.ChatWindow(model, context=1024)
+    beat = Heartbeat(QtCore)
+    warm_start = beat.beat()
+    window = example.ChatWindow(model, context=1024, settings=example.Settings(**OPENING))
     window.resize(720, 440)
     window.show()
-    beat = Heartbeat(QtCore)
+    ready: list = []
+    window.ready.connect(lambda: ready.append(beat.beat()))
     try:
+        # Warm-up on the worker (the passes built, the sampler compiled, the system prompt prefilled).
+        assert not window.send_button.isEnabled() and "Warming up" in window.statusBar().currentMessage()
+        run_until(QtCore, lambda: bool(ready), 60)
         assert window.send_button.isEnabled() and not window.stop_button.isEnabled()
+        assert window.ws.length > 0  # the chat template's system prompt, reused by the first turn
 
         # Turn 1: a short greedy answer, streamed in order.
         first = _say(qt, window, beat, "What is the capital of France?", max_tokens=24)
         g1 = first.generation
         assert "Paris" in g1.text and g1.stats.stop_reason == "stop token"
         _check_stream(first)
-        assert g1.stats.reused_tokens == 0
+        assert 0 < g1.stats.reused_tokens < _history_tokens(model, window.messages[:-1])
         assert window.messages[-1] == {"role": "assistant", "content": g1.text}
         assert f"{g1.stats.generated} tokens" in window.speed.text() and "tok/s" in window.speed.text()
 
@@ -216,9 +223,8 @@ def test_chat_window_streams_stops_and_reuses_the_prefix(qt, default_model, tmp_
                 at_stop["t"] = _now()
                 QtTest.QTest.mouseClick(window.stop_button, QtCore.Qt.MouseButton.LeftButton)
 
-        window.top_p.setValue(0.9)
         second = _say(qt, window, beat, "Write a long story about a brave knight and a dragon.", max_tokens=200,
-                      temperature=0.3, on_piece=click_stop)
+                      on_piece=click_stop)
         g2 = second.generation
         _check_stream(second)
         assert g2.stats.stop_reason == "cancelled" and len(g2.tokens) < 200
@@ -240,6 +246,14 @@ def test_chat_window_streams_stops_and_reuses_the_prefix(qt, default_model, tmp_
         assert g3.stats.reused_tokens == held and g3.stats.prompt_tokens < _history_tokens(model, window.messages[:-1])
         assert "reused from earlier turns" in window.statusBar().currentMessage()
 
+        # Turn 4 with new settings (top-p sampling): its sampler is compiled in the worker during the turn.
+        held = window.ws.length
+        window.temperature.setValue(0.3)
+        fourth = _say(qt, window, beat, "And of Italy?", max_tokens=12)
+        g4 = fourth.generation
+        assert g4.text and g4.stats.reused_tokens == held
+        assert window.messages[-1] == {"role": "assistant", "content": g4.text}
+
         shot = Path(os.environ.get("PIEGPU_QT_SCREENSHOT") or tmp_path / "qt_chat.png")
         window.repaint()
         assert window.grab().save(str(shot)), f"could not write {shot}"
@@ -253,14 +267,18 @@ def test_chat_window_streams_stops_and_reuses_the_prefix(qt, default_model, tmp_
         window.close()
     assert window.turn is None and not model.closed  # a window given a model leaves it open
 
+    warm = beat.stalls(warm_start, ready[0])
+    switch = beat.stalls(fourth.started_at, fourth.ended_at)
     stalls = [beat.stalls(t.started_at, t.ended_at) for t in (first, second, third)]
     charged = max(c for _, c in stalls)
-    print(f"\nqt chat: longest heartbeat gap per turn {' / '.join(f'{g * 1e3:.1f}' for g, _ in stalls)} ms, "
+    print(f"\nqt chat: warm-up {ready[0] - warm_start:.1f} s, longest gap {warm[0] * 1e3:.1f} ms, charged "
+          f"{warm[1] * 1e3:.1f} ms; longest heartbeat gap per turn {' / '.join(f'{g * 1e3:.1f}' for g, _ in stalls)} ms, "
           f"charged to the app {' / '.join(f'{c * 1e3:.1f}' for _, c in stalls)} ms; "
           f"Stop -> ended in {stop_latency * 1e3:.0f} ms ({after_stop} token after Stop); "
           f"turn 2 prefilled {g2.stats.prompt_tokens}, reused {g2.stats.reused_tokens}; "
           f"turn 3 prefilled {g3.stats.prompt_tokens}, reused {g3.stats.reused_tokens}; "
-          f"decode {g2.stats.decode_tokens_per_s:.1f} tok/s; screenshot {shot}")
+          f"decode {g2.stats.decode_tokens_per_s:.1f} tok/s; after a settings change (the sampler compiled in "
+          f"the turn) longest gap {switch[0] * 1e3:.1f} ms, charged {switch[1] * 1e3:.1f} ms; screenshot {shot}")
     assert charged <= MAX_STALL_S, f"the UI event loop was blocked {charged * 1e3:.1f} ms during generation"
 
 
@@ -284,3 +302,25 @@ def test_the_heartbeat_catches_generation_on_the_ui_thread(qt, default_model):
         beat.stop()
     raw, charged = beat.stalls(t0, t1)
     assert charged > 4 * MAX_STALL_S, f"a synchronous generate() in the UI thread was charged only {charged * 1e3:.1f} ms"
+
+
+def test_window_loads_its_own_model_off_the_ui_thread_and_closes_it(qt, gpu):
+    """ChatWindow(model_path=None), as main() makes it: load and warm-up on workers, close() releases the model."""
+    QtCore, _, _, example = qt
+    beat = Heartbeat(QtCore)
+    t0 = beat.beat()
+    window = example.ChatWindow(context=256)
+    ready: list = []
+    window.ready.connect(lambda: ready.append(beat.beat()))
+    try:
+        assert window.model is None and "Loading" in window.statusBar().currentMessage()
+        run_until(QtCore, lambda: bool(ready), 60)
+        model = window.model
+        assert model is not None and window.send_button.isEnabled() and window.ws.max_tokens == 256
+    finally:
+        beat.stop()
+        window.close()
+    assert model.closed and window.model is None
+    raw, charged = beat.stalls(t0, ready[0])
+    print(f"\nqt chat: own model loaded and warmed up in {ready[0] - t0:.1f} s; longest gap {raw * 1e3:.0f} ms, "
+          f"charged {charged * 1e3:.0f} ms")
