@@ -234,7 +234,8 @@ def add_parser(sub) -> None:
                    help="truncation order as llama.cpp names, e.g. 'top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature'")
     g.add_argument("--dry-multiplier", type=float, default=None, metavar="M", help="DRY penalty multiplier (0 = off)")
     g.add_argument("--dry-base", type=float, default=None, metavar="B", help="DRY base (1.75)")
-    g.add_argument("--dry-allowed-length", type=int, default=None, metavar="N", help="DRY: repeats up to N are free (2)")
+    g.add_argument("--dry-allowed-length", type=int, default=None, metavar="N",
+                   help="DRY: repeats up to N are free (2)")
     g.add_argument("--dry-penalty-last-n", type=int, default=None, metavar="N",
                    help="DRY: tokens searched for repeats (-1 = context, 0 = off)")
     g.add_argument("--dry-sequence-breaker", action="append", default=None, metavar="S",

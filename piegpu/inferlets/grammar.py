@@ -375,7 +375,7 @@ async def constrained_pieces(gen, sess):
     finished is finished; one that cannot ends at max_tokens (finish reason "length").
     """
     from ..samplers import SeqContext
-    model, vocab = gen.model, gen.model.config.vocab_size
+    vocab = gen.model.config.vocab_size
     st = gen.grammar_stats = GrammarStats()
     loop = sess.loop(("grammar", gen.sampler.trace_key), lambda: _build_loop(sess, gen.sampler, vocab))
     m = gen.constraint.matcher()

@@ -97,7 +97,8 @@ def _case(rng, vocab: int):
     stage_args = dict(multiplier=float(rng.choice([0.5, 1.0, 2.5])), base=float(rng.choice([1.0, 1.1, 1.75, 4.0])),
                       allowed_length=int(rng.choice([0, 1, 2, 3])), penalty_last_n=last_n, context_size=20)
     breakers = [[int(rng.integers(0, vocab))] for _ in range(int(rng.integers(0, 3)))]
-    breakers += [[int(t) for t in rng.integers(0, vocab, int(rng.integers(2, 4)))] for _ in range(int(rng.integers(0, 3)))]
+    for _ in range(int(rng.integers(0, 3))):
+        breakers.append([int(t) for t in rng.integers(0, vocab, int(rng.integers(2, 4)))])
     return stage_args, breakers
 
 
