@@ -224,3 +224,67 @@ def test_gemma3_unsupported_rope_of_one_layer_type_refused(tmp_path):
         LlamaConfig.from_dict({**GEMMA, "rope_parameters": {
             "full_attention": {"rope_type": "default", "rope_theta": 1e6},
             "sliding_attention": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}}}, source="g/config.json")
+
+
+# ---- the released configs the issue names load with the right settings --------------------------
+
+REAL = {
+    "Llama-3.2-1B-Instruct": {  # transformers 4 style
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 128000,
+        "eos_token_id": [128001, 128008, 128009], "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+        "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": False,
+        "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
+        "vocab_size": 128256},
+    "Qwen2.5-0.5B-Instruct": {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
+        "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+        "max_position_embeddings": 32768, "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14,
+        "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
+        "use_sliding_window": False, "vocab_size": 151936},
+    "Qwen3-0.6B": {
+        "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643,
+        "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02,
+        "intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+        "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+        "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936},
+    "gemma-3-270m-it": {
+        "_sliding_window_pattern": 6, "architectures": ["Gemma3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "attn_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": 1,
+        "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 640,
+        "initializer_range": 0.02, "intermediate_size": 2048,
+        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 3, "max_position_embeddings": 32768,
+        "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 18, "num_key_value_heads": 1,
+        "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0,
+        "rope_scaling": None, "rope_theta": 1000000.0, "sliding_window": 512, "torch_dtype": "bfloat16",
+        "use_bidirectional_attention": False, "use_cache": True, "vocab_size": 262144},
+    "Mistral-7B-v0.1": {
+        "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+        "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+        "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32000},
+}
+
+
+def test_released_configs_load_with_their_settings():
+    c = {name: LlamaConfig.from_dict(data, source=name) for name, data in REAL.items()}
+    llama = c["Llama-3.2-1B-Instruct"]
+    assert llama.rope.type == "llama3" and llama.rope_theta == 500000.0 and llama.tie_word_embeddings
+    assert llama.eos_token_ids == [128001, 128008, 128009] and llama.layer_windows == ()
+    qwen2 = c["Qwen2.5-0.5B-Instruct"]
+    assert qwen2.family.qkv_bias and qwen2.layer_windows == () and qwen2.rope_theta == 1e6
+    qwen3 = c["Qwen3-0.6B"]
+    assert qwen3.family.qk_norm and qwen3.q_size == 2048 != qwen3.hidden_size and qwen3.layer_windows == ()
+    gemma = c["gemma-3-270m-it"]
+    assert gemma.layer_windows == ((512,) * 5 + (0,)) * 3 and gemma.rope_for(0).theta == 1e4
+    assert gemma.rope_for(5).theta == 1e6 and gemma.attention_scale == 1 / 16 and gemma.num_key_value_heads == 1
+    mistral = c["Mistral-7B-v0.1"]
+    assert mistral.layer_windows == (4096,) * 32
+    for cfg in c.values():
+        assert LlamaConfig.from_dict(cfg.to_dict()) == cfg
