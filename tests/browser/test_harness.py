@@ -36,3 +36,28 @@ def test_tint_rejections_are_reported(browser):
     assert any("undefined_name" in e for e in bad[1]["errors"]), bad[1]
     assert any("createComputePipeline(main)" in e for e in bad[2]["errors"]), bad[2]
     assert any("createComputePipeline(absent)" in e for e in bad[3]["errors"]), bad[3]
+
+
+def test_run_round_trips_every_dtype(browser):
+    """Inputs reach the arena and outputs come back bit for bit: f32 (with NaN and -0), i32, u32 and bool."""
+    import numpy as np
+
+    from piegpu import dtype, eta
+    from tests.browser.eta_items import ProgramItem, limits_from
+
+    def fn(f, i, u, b):
+        return f * 2.0 + 1.0, i * 3, u + 7, eta.not_(b), eta.select(b, f, -f)
+    specs = [eta.spec([5], dtype.f32), eta.spec([5], dtype.i32), eta.spec([5], dtype.u32), eta.spec([5], dtype.bool)]
+    f = np.array([0.5, -0.0, np.nan, 1e30, -3.0], np.float32)
+    i = np.array([-2, 0, 7, 2**31 - 1, -(2**31)], np.int32)
+    u = np.array([0, 1, 2**32 - 1, 5, 100], np.uint32)
+    b = np.array([True, False, True, False, True])
+    item = ProgramItem(eta.trace(fn, *specs), [f, i, u, b], limits_from(browser.limits), "round-trip")
+    [reply] = browser.run([item.item])
+    got = item.outputs(reply)
+    with np.errstate(over="ignore"):
+        want = (f * 2 + 1, (i.astype(np.int64) * 3).astype(np.int32), u + np.uint32(7), ~b, np.where(b, f, -f))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got[4].view(np.uint32), want[4].view(np.uint32))  # moves keep -0 and NaN's sign

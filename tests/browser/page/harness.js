@@ -57,18 +57,20 @@ const harness = (() => {
 
   // Module + one pipeline per entry point, each inside its own error scope. The scopes are
   // pushed and popped with no await in between, so concurrent items never share a scope.
+  // Pipelines are created with createComputePipelineAsync, which lets Dawn compile them on its
+  // worker threads (a failure rejects the promise with Tint's or the validator's message).
   function build(item, layouts) {
     const scoped = [];
     device.pushErrorScope("validation");
     const module = device.createShaderModule({code: item.code, label: item.label});
     scoped.push(["createShaderModule", device.popErrorScope()]);
-    const pipelines = [];
-    for (const entryPoint of item.entry_points) {
-      device.pushErrorScope("validation");
-      pipelines.push(device.createComputePipeline({layout: layouts.pipeline, compute: {module, entryPoint},
-                                                   label: `${item.label}:${entryPoint}`}));
-      scoped.push([`createComputePipeline(${entryPoint})`, device.popErrorScope()]);
-    }
+    const pipelines = item.entry_points.map((entryPoint) => {
+      const what = `createComputePipeline(${entryPoint})`;
+      const made = device.createComputePipelineAsync({layout: layouts.pipeline, compute: {module, entryPoint},
+                                                      label: `${item.label}:${entryPoint}`});
+      scoped.push([what, made.then(() => null, (e) => e)]);
+      return made.catch(() => null);
+    });
     return {module, pipelines, scoped};
   }
 
@@ -130,6 +132,7 @@ const harness = (() => {
       return {label: item.label, errors: [`exception: ${e.message}`], warnings: []};
     }
     if (out.errors.length) return out;
+    const pipelines = await Promise.all(built.pipelines);
     const buffers = [];
     try {
       device.pushErrorScope("validation");
@@ -143,7 +146,7 @@ const harness = (() => {
       const pass = encoder.beginComputePass();
       pass.setBindGroup(0, bindGroup);
       item.kernels.forEach(([name, gx, gy], i) => {
-        pass.setPipeline(built.pipelines[i]);
+        pass.setPipeline(pipelines[i]);
         pass.dispatchWorkgroups(gx, gy, 1);
       });
       pass.end();
