@@ -15,12 +15,20 @@ def f32_bits(v: float) -> int:
     return struct.unpack("<I", struct.pack("<f", v))[0]
 
 
+F32_MAX = 3.4028234663852886e38
+
+
 def f32_repr(v: float) -> str:
-    """Shortest decimal that rounds back to the same f32 (finite values only)."""
+    """Shortest decimal that rounds back to the same f32 (finite values only) and lies within f32's range.
+
+    The range matters at the largest floats: the shortest decimal of FLT_MAX, 3.4028235e+38,
+    rounds to it but is larger, and Tint (Chrome's WGSL compiler) rejects a literal above
+    FLT_MAX ("cannot be represented as 'f32'") where naga rounds it.
+    """
     f = struct.unpack("<f", struct.pack("<f", v))[0]
     for digits in range(6, 18):
         s = f"{f:.{digits}g}"
-        if struct.unpack("<f", struct.pack("<f", float(s)))[0] == f:
+        if struct.unpack("<f", struct.pack("<f", float(s)))[0] == f and abs(float(s)) <= F32_MAX:
             break
     if "e" not in s and "." not in s and "inf" not in s and "nan" not in s:
         s += ".0"

@@ -1,22 +1,41 @@
-"""What the default model really runs: the shader specialisations it composes and real logits.
+"""What the default model really runs: its shader specialisations, its epilogues, and real logits.
 
 A private model instance (so no kernel or plan cached by an earlier test hides a
-specialisation) runs a prefill + decode generation, a batch of two prompts and a logits
-prefill while ShaderLibrary.kernel is wrapped to record every (shader, parameters, snippets).
+specialisation) runs a prefill + decode generation per sampler, a batch of two prompts, a
+logits prefill and examples/top_a.py's decode loop while ShaderLibrary.kernel and the
+pipeline's compile_program are wrapped to record every (shader, parameters, snippets) and
+every epilogue program (channels, intrinsics and all) the runtime compiles.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import asyncio
+import contextlib
+import importlib.util
+import io
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from piegpu.model import shaders
 from piegpu.errors import CompileError
+from piegpu.model import shaders
 from piegpu.model.shaders import compose
+from piegpu.runtime import pipeline
 
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
+SAMPLERS = ("greedy", "top-k", "top-p", "min-p", "top-a")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str):
+    """examples/<name>.py as a module (the examples are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @dataclass
@@ -27,27 +46,41 @@ class Capture:
     logits: np.ndarray
     prompt_ids: list
     config: object  # the model's config (dimensions for specialisations it does not reach)
+    epilogues: list  # [(label, eta Program)] every epilogue the pipeline compiled, in order
 
 
 def capture(load_model) -> Capture:
-    """Run the default model (from `load_model()`) with ShaderLibrary.kernel recorded."""
+    """Run the default model (from `load_model()`) with shader composition and epilogue compiles recorded."""
     calls: dict = {}
-    original = shaders.ShaderLibrary.kernel
+    programs: dict = {}
+    kernel, compile_program = shaders.ShaderLibrary.kernel, pipeline.compile_program
+    phase = ["generate"]
 
     def recording(self, name, params, snippets=None):
         key = (name, tuple(sorted((k, repr(v)) for k, v in params.items())), tuple(sorted((snippets or {}).items())))
         calls.setdefault(key, (name, dict(params), dict(snippets or {})))
-        return original(self, name, params, snippets)
+        return kernel(self, name, params, snippets)
+
+    def recording_compile(prog, target="wgsl", dev=None):
+        programs.setdefault(prog.hash, (f"{phase[0]}-{len(programs)}", prog))
+        return compile_program(prog, target, dev)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(shaders.ShaderLibrary, "kernel", recording)
+        mp.setattr(pipeline, "compile_program", recording_compile)
         with load_model() as model:
-            model.generate(PROMPT, max_tokens=4).run()
+            for sampler in SAMPLERS:
+                phase[0] = sampler
+                model.generate(PROMPT, max_tokens=3, sampler=sampler, seed=3).run()
+            phase[0] = "batch"
             model.generate_batch(["Hello there", "The capital of France is"], max_tokens=3)
             ids = model.tokenizer.encode(PROMPT).ids
             logits = np.asarray(model.logits(ids), np.float32)
-        config = model.config
-    return Capture(list(calls.values()), logits, ids, config)
+            config = model.config
+        phase[0] = "examples/top_a.py"
+        with contextlib.redirect_stdout(io.StringIO()):  # it streams its text
+            asyncio.run(load_example("top_a").main("Once upon a time", 3, 7))
+    return Capture(list(calls.values()), logits, ids, config, list(programs.values()))
 
 
 def snippet_files(slot: str) -> list:

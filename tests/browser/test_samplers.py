@@ -8,26 +8,15 @@ returns its probabilities so the float part is compared with the usual tolerance
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from piegpu import dtype, eta
 from tests.browser.eta_items import ProgramItem, limits_from
+from tests.browser.model_capture import load_example
 from tests.progen import compare
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "top_a.py"
 SEEDS = (1, 7, 42, 1234)
-
-
-def load_example():
-    """examples/top_a.py as a module (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("example_top_a", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def greedy(logits):
@@ -38,7 +27,7 @@ def greedy(logits):
 @pytest.fixture(scope="module")
 def programs(model_capture):
     """(greedy program, top-a program returning (token, probs)) traced for the model's vocab."""
-    top_a = load_example()
+    top_a = load_example("top_a")
     vocab = model_capture.logits.shape[1]
     specs = (eta.spec([vocab], dtype.f32), eta.spec([2], dtype.u32))
     assert top_a.top_a.eta_specs == specs, "examples/top_a.py is traced for another vocab"

@@ -3,6 +3,8 @@
 A const-expression whose value is NaN or inf is a shader-creation error in WGSL (Tint:
 "value nan cannot be represented as 'f32'"); naga accepts it. The emitter therefore builds
 non-finite floats through a function call (eta_f32_bits), which is never a const-expression.
+Likewise a float literal above FLT_MAX (3.4028235e+38, the shortest decimal of FLT_MAX) is
+rejected by Tint and rounded by naga: literals are written within f32's range.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import re
 import numpy as np
 
 from piegpu import dtype, eta
+from piegpu.kernel.cstyle import F32_MAX
 from tests.eta.op_cases import CASES
 from tests.progen import random_program
 
+FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)")
 CONST_BITCAST = re.compile(r"bitcast<f32>\(\s*0x([0-9a-fA-F]{1,8})u?\s*\)")
 
 
@@ -29,11 +33,31 @@ def nonfinite_const_bitcasts(code: str) -> list:
     return bad
 
 
+def out_of_range_literals(code: str) -> list:
+    """Float literals in `code` whose decimal value is above f32's largest finite value."""
+    code = re.sub(r"//[^\n]*", "", code)
+    return [m.group(1) for m in FLOAT_LITERAL.finditer(code) if float(m.group(1)) > F32_MAX]
+
+
 def test_checker_finds_the_pattern():
     assert nonfinite_const_bitcasts("let x = bitcast<f32>(0x7fc00000u);") == ["bitcast<f32>(0x7fc00000u)"]
     assert nonfinite_const_bitcasts("let x = bitcast<f32>(0xff800000u);") == ["bitcast<f32>(0xff800000u)"]
     assert nonfinite_const_bitcasts("let x = bitcast<f32>(0x3f800000u);") == []
     assert nonfinite_const_bitcasts("// bitcast<f32>(0x7fc00000u) is one") == []
+    assert out_of_range_literals("let x = -3.4028235e+38; let y = 3.402823466e+38;") == ["3.4028235e+38"]
+
+
+def test_float_literals_stay_within_f32_range():
+    big = float(np.finfo(np.float32).max)
+
+    def fn(x):
+        return eta.maximum(x, -big), eta.minimum(x, big), x * 3.4028232e38
+    prog = eta.trace(fn, eta.spec([3], dtype.f32))
+    code = prog.emit("wgsl")
+    assert out_of_range_literals(code) == [] and "3.402823466e+38" in code
+    x = np.array([np.inf, -np.inf, 1.0], np.float32)
+    for a, b in zip(prog.run(x), prog.run(x, backend="wgsl")):
+        np.testing.assert_array_equal(b, a)
 
 
 def test_nonfinite_literals_are_not_const_expressions():
@@ -53,4 +77,5 @@ def test_no_op_case_or_random_program_has_them():
     progs = [eta.trace(fn, *specs) for cases in CASES.values() for fn, specs, _ in cases]
     progs += [random_program(seed)[0] for seed in range(100)]
     for prog in progs:
-        assert nonfinite_const_bitcasts(prog.emit("wgsl")) == [], prog.pretty()
+        code = prog.emit("wgsl")
+        assert nonfinite_const_bitcasts(code) == [] and out_of_range_literals(code) == [], prog.pretty()
