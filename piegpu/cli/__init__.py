@@ -9,9 +9,10 @@ from ..errors import PieGpuError
 from . import compile as _compile
 from . import generate as _generate
 from . import info as _info
+from . import serve as _serve
 from .generate import _check_modes, _checked_options, _cmd_generate, _sampler_options  # noqa: F401 (tests)
 
-SUBCOMMANDS = (_generate, _compile, _info)
+SUBCOMMANDS = (_generate, _compile, _info, _serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

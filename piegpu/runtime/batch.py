@@ -154,6 +154,12 @@ class Batch:
         """The sequences that have not finished."""
         return [s for s in self.sequences if not s.done]
 
+    def drop_finished(self) -> list:
+        """Forget the sequences that have left (their sessions stay usable); returns them."""
+        done = [s for s in self.sequences if s.done]
+        self.sequences = [s for s in self.sequences if not s.done]
+        return done
+
     async def run(self) -> None:
         """Step until every sequence has finished."""
         while await self.step():
