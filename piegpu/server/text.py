@@ -33,10 +33,15 @@ class TextStream:
         return self._advance(text[: len(text) - hold])
 
     def finish(self) -> str:
-        """The text held back at the end (no stop string can complete any more)."""
+        """The text held back at the end (no stop string can complete any more).
+
+        A character cut by the end of generation (its last bytes never drawn) is left out, as
+        model.generate's text leaves it out.
+        """
         if self.stopped:
             return ""
-        return self._advance(self.tokenizer.decode(self.tokens))
+        text = self.tokenizer.decode(self.tokens)
+        return self._advance(text.rstrip("\ufffd") if text.endswith("\ufffd") else text)
 
     def _advance(self, text: str) -> str:
         if not text.startswith(self.sent):  # a decode that rewrote earlier text (rare byte-level merges)
