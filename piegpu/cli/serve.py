@@ -21,7 +21,7 @@ def _cmd_serve(args) -> int:
     model = load_model(args.model, verbose=True)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
-                 cache_tokens=args.cache_tokens, grace_s=args.grace, log_level="info" if args.verbose else "warning")
+                 cache_tokens=args.cache_tokens, grace_s=args.grace, max_body=args.max_body, log_level="info" if args.verbose else "warning")
 
 
 def add_parser(sub) -> None:
@@ -39,6 +39,8 @@ def add_parser(sub) -> None:
     s.add_argument("--cache-tokens", type=int_at_least(0), default=32768,
                    help="KV positions kept for prefix reuse (32768; 0 = off)")
     s.add_argument("--grace", type=float, default=5.0, help="seconds streams get to finish on shutdown (5)")
+    s.add_argument("--max-body", type=int_at_least(1024), default=4 << 20, metavar="BYTES",
+                   help="largest request body accepted; larger ones get HTTP 413 (4 MiB)")
     s.add_argument("--model-id", default=None, help="the model name clients use (default: from the path)")
     s.add_argument("--verbose", action="store_true", help="log every request")
     s.set_defaults(func=_cmd_serve)

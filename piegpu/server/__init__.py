@@ -7,6 +7,7 @@ the OpenAI API onto it; protocol.py holds the request bodies and the error shape
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from .app import build_app
@@ -30,8 +31,13 @@ def serve(model, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16,
 
     class _Server(uvicorn.Server):
         def handle_exit(self, sig, frame):
-            engine.begin_stop(grace_s)  # streams end (finished or cancelled) so connections can close
-            super().handle_exit(sig, frame)
+            # Streams end (finished, or cancelled after grace_s) so connections can close. Unlike
+            # uvicorn's own handler this does not re-raise the signal after shutdown: a clean
+            # shutdown on SIGINT/SIGTERM exits 0.
+            engine.begin_stop(grace_s)
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True  # a second Ctrl-C
+            self.should_exit = True
 
     server = _Server(config)
     engine.start()
