@@ -10,6 +10,7 @@ from typing import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..errors import PieGpuError
@@ -351,4 +352,15 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
         logprobs = body.logprobs is not None
         return await _respond(api, request, body, _Completion(api), prompts, logprobs, body.logprobs or 0)
 
+    def openapi() -> dict:
+        """FastAPI's schema, with `model` naming the one model served (clients and fuzzers see the valid value)."""
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            for name in ("ChatCompletionRequest", "CompletionRequest"):
+                props = spec.get("components", {}).get("schemas", {}).get(name, {}).get("properties", {})
+                if "model" in props:
+                    props["model"]["enum"] = [model_id]
+            app.openapi_schema = spec
+        return app.openapi_schema
+    app.openapi = openapi
     return app
