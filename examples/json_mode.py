@@ -1,8 +1,8 @@
-"""JSON mode: the host walks a JSON grammar over the vocabulary, the device masks the logits.
+"""JSON mode: llguidance computes each step's token mask on the host, the device applies it.
 
-Each step the host puts a u32[vocab/32] bitmask of the tokens that keep the text valid
-JSON (and valid for the schema) into a channel; the epilogue unpacks it with gather and
-shifts, applies it, and draws the token. The output always parses and fits the schema.
+Each step the host puts a u32[vocab/32] bitmask of the tokens that keep the text valid for
+the JSON Schema into a channel; the epilogue unpacks it with gather and shifts, applies it,
+and draws the token. Tokens the schema forces (keys, punctuation) are embedded unsampled.
 
     python examples/json_mode.py "Describe a person who lives in Paris."
     python examples/json_mode.py "List three colors." --schema '{"type": "array", "items": {"type": "string"}}'
@@ -13,11 +13,11 @@ import json
 import sys
 
 import piegpu
-from piegpu.inferlets.json_mode import json_mode
 
 PERSON = {"type": "object",
-          "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
-                         "hobbies": {"type": "array", "items": {"type": "string"}}},
+          "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
+                         "city": {"type": "string"}, "hobbies": {"type": "array", "items": {"type": "string"},
+                                                                 "maxItems": 3}},
           "required": ["name", "age", "city"]}
 
 
@@ -29,14 +29,16 @@ def main() -> None:
     args = ap.parse_args()
     schema = json.loads(args.schema) if args.schema else PERSON
     model = piegpu.load_model()
-    jm = json_mode(model, schema)
-    text, value = jm.generate(args.prompt + " Answer in JSON.", max_tokens=args.max_tokens, chat=True,
-                              on_text=lambda piece: print(piece, end="", flush=True))
+    g = model.generate(args.prompt + " Answer in JSON.", max_tokens=args.max_tokens, chat=True, json_schema=schema)
+    for piece in g:
+        print(piece, end="", flush=True)
     print()
-    s = jm.stats
-    print(f"parsed: {value!r}", file=sys.stderr)
-    print(f"{s.tokens} tokens, {s.passes} passes in {s.decode_s:.1f} s; host mask work {s.mask_s * 1000:.0f} ms "
-          f"({s.new_walks} grammar states walked over the vocabulary); stop: {s.stop_reason}", file=sys.stderr)
+    s, gs = g.stats, g.grammar_stats
+    print(f"parsed: {json.loads(g.text)!r}" if g.finish_reason == "stop" else "max_tokens ended the text",
+          file=sys.stderr)
+    print(f"{s.generated} tokens in {s.decode_s:.1f} s: {gs.masks} sampled under masks "
+          f"({gs.mask_ms_per_token:.2f} ms/token in llguidance), {gs.forced} forced; stop: {s.stop_reason}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

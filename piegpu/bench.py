@@ -238,6 +238,39 @@ def epilogue_compile() -> dict:
             "disk_hit_was_hit": disk["disk_hits"] == 1, "warm_trace_and_lookup_ms": _median(warm_ms)}
 
 
+GRAMMAR_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 24}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    "city": {"type": "string", "maxLength": 24}, "hobbies": {"type": "array", "items": {"type": "string",
+                                                                                         "maxLength": 16},
+                                                             "maxItems": 3}},
+    "required": ["name", "age", "city"]}
+
+
+def grammar_row(model, runs: int) -> dict:
+    """JSON-schema constrained generation (greedy, chat): tokens/s, llguidance ms per sampled token, and
+    llguidance's mask + consume ms per token replayed on the generated tokens (no device work)."""
+    from .inferlets.grammar import Constraint
+    tps, mask_ms, replay_ms = [], [], []
+    for r in range(runs + 1):
+        g = model.generate("Describe a person who lives in Paris. Answer in JSON.", chat=True, max_tokens=48,
+                           json_schema=GRAMMAR_SCHEMA)
+        g.run()
+        c = Constraint.from_request(model, json_schema=GRAMMAR_SCHEMA)
+        m, buf = c.matcher(), np.zeros(c.words, np.uint32)
+        t0 = time.perf_counter()
+        for tok in g.tokens:
+            m.mask_into(buf)
+            m.consume(tok)
+        if r:  # the first run compiles the masked epilogue
+            tps.append(g.stats.decode_tokens_per_s)
+            mask_ms.append(g.grammar_stats.mask_ms_per_token)
+            replay_ms.append((time.perf_counter() - t0) / max(1, len(g.tokens)) * 1e3)
+    gs = g.grammar_stats
+    return {"tokens_per_s": _median(tps), "mask_ms_per_sampled_token": _median(mask_ms),
+            "replay_mask_ms_per_token": _median(replay_ms), "tokens": len(g.tokens), "sampled": gs.masks,
+            "forced": gs.forced, "masks_ahead": gs.ahead}
+
+
 def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     """Every benchmark, side by side in this process (the numpy reference too)."""
     from .runtime.device import get_device
@@ -284,6 +317,7 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     out["epilogue"] = epilogue_compile()
     from .bench_batch import run as batch_rows
     out["batching"] = batch_rows(model, ref.ref, runs=runs)
+    out["grammar"] = grammar_row(model, runs)
     a = out["run_ahead_greedy"]
     out["ratios"] = {
         "numpy_over_run_ahead_speed": out["numpy_reference"]["ms_per_token"] / a["ms_per_token"],
@@ -328,6 +362,13 @@ def table(r: dict) -> str:
               f"top-a epilogue: trace {e['trace_ms']:.2f} ms, emit {e['emit_ms']:.1f} ms, cold compile "
               f"{e['cold_compile_ms']:.0f} ms (incl. pipeline creation), disk hit in a new process "
               f"{e['disk_hit_ms']:.0f} ms, warm trace + lookup {e['warm_trace_and_lookup_ms']:.2f} ms"]
+    if "grammar" in r:
+        gr = r["grammar"]
+        lines.append(f"grammar (JSON schema, llguidance): {gr['tokens_per_s']:.1f} tokens/s decode, "
+                     f"{gr['mask_ms_per_sampled_token']:.3f} ms host mask work per sampled token "
+                     f"({gr['sampled']} sampled, {gr['masks_ahead']} of their next masks computed during the "
+                     f"device pass, + {gr['forced']} forced of {gr['tokens']}); mask + consume replayed "
+                     f"{gr['replay_mask_ms_per_token']:.3f} ms/token")
     if "batching" in r:
         from .bench_batch import rows as batch_lines
         lines += batch_lines(r["batching"])

@@ -16,11 +16,12 @@ from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
 class GenerationStats:
     """Timings of one generation."""
 
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # embedded by this generation (with reuse_prefix: the part not reused)
     generated: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
     stop_reason: str = ""
+    reused_tokens: int = 0  # prompt tokens whose KV the working set already held (reuse_prefix=True)
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -41,33 +42,56 @@ class Generation:
 
     `on_token(piece)`, if given, is called with each text piece as it arrives (in the thread
     running the generation; returning False cancels it): for toolkits without asyncio.
+
+    With `chat=True` the prompt may also be a list of {role, content} messages. With
+    `reuse_prefix=True` (and a working_set) the prompt is the whole sequence -- a chat's history
+    rendered again each turn -- and the working set keeps the longest common prefix of the tokens
+    it holds and the prompt's, so only the rest is prefilled (stats.reused_tokens says how many were kept).
     """
 
-    def __init__(self, model, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
+    def __init__(self, model, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, on_token=None,
-                 **sampler_args):
+                 reuse_prefix: bool = False, **sampler_args):
         if on_token is not None and not callable(on_token):
             raise ValidationError(f"generate: on_token must be callable (called with each text piece), "
                                   f"got {on_token!r}")
         model.check_open()
-        if not isinstance(prompt, str):
+        if chat and isinstance(prompt, (str, list, tuple)):  # a user string, or the messages of a chat
+            prompt = model.chat_prompt(prompt if isinstance(prompt, str) else list(prompt))
+        elif chat:
+            raise ValidationError(f"generate(chat=True): prompt must be a str or a list of {{role, content}} "
+                                  f"messages, got {type(prompt).__name__}")
+        elif not isinstance(prompt, str):
             raise ValidationError(f"generate: prompt must be a str, got {type(prompt).__name__}")
+        if reuse_prefix and working_set is None:
+            raise ValidationError("generate(reuse_prefix=True) reuses the KV that a working set holds. "
+                                  "Fix: pass working_set=model.working_set(N) and keep it across calls")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValidationError(f"generate: max_tokens must be an int >= 1, got {max_tokens!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < (1 << 32):
             raise ValidationError(f"generate: seed must be an int in [0, 2^32), got {seed!r}")
         self.model = model
-        self.prompt = model.chat_prompt(prompt) if chat else prompt
+        self.prompt = prompt
         self.max_tokens = max_tokens
         value = sampler_args.pop("value", None)
         for k in ("k", "p", "a"):
             if k in sampler_args:
                 value = sampler_args.pop(k)
         options = {k: sampler_args.pop(k) for k in OPTIONS if k in sampler_args}
+        from .inferlets.grammar import REQUEST_KEYS, Constraint, pop_request
+        # grammar=/lark=/regex=/json_schema=/json_object=: checked (llguidance's message) before any device work
+        self.constraint = Constraint.from_request(model, **pop_request(sampler_args))
+        self.grammar_stats = None
         if sampler_args:
             raise ValidationError(f"generate: unknown arguments {sorted(sampler_args)}. Fix: sampler options are "
-                                  f"{['value', 'k', 'p', 'a', 'watermark', *OPTIONS]}")
-        self.sampler = from_spec(sampler, temperature, value, **options)
+                                  f"{['value', 'k', 'p', 'a', 'watermark', *REQUEST_KEYS, *OPTIONS]}")
+        if is_sampler_program(sampler):  # a container from any tracer (Python, JS, Rust)
+            self.sampler = ProgramSampler(sampler, model.config.vocab_size, temperature, value, options, watermark)
+            if self.constraint is not None:
+                raise ValidationError("generate(sampler=program) cannot take a grammar/schema/regex constraint yet. "
+                                      "Fix: mask_apply the constraint inside the program, or use a named sampler")
+        else:
+            self.sampler = from_spec(sampler, temperature, value, **options).for_tokenizer(model.tokenizer)
         if watermark is not None:
             from .inferlets.watermark import Watermark
             self.sampler = self.sampler.then(Watermark.of(watermark))
@@ -75,7 +99,9 @@ class Generation:
         self.stop_ids, self.stop_strings = self._stops(stop)
         ids = model.tokenizer.encode(self.prompt).ids
         self.ws = working_set
-        if working_set is not None:
+        self.reuse_prefix = bool(reuse_prefix)
+        self._sequence = ids  # with reuse_prefix: the whole sequence, of which prompt_ids is the unheld rest
+        if working_set is not None and not reuse_prefix:
             sess = model.session(working_set)
             sess.sync()
             if sess.pending is not None:  # the last token drawn on this working set is not embedded yet
@@ -83,7 +109,8 @@ class Generation:
         if not ids:
             raise ValidationError("generate: the prompt is empty (no tokens). Fix: pass some text")
         self.prompt_ids = ids
-        start = working_set.length if working_set is not None else 0
+        # With reuse_prefix the whole sequence must fit: it replaces what the working set holds.
+        start = working_set.length if working_set is not None and not reuse_prefix else 0
         limit = working_set.max_tokens if working_set is not None else model.config.max_position_embeddings
         if start + len(ids) > limit:
             raise ValidationError(f"generate: the prompt has {len(ids)} tokens but the context has room for "
@@ -92,6 +119,8 @@ class Generation:
         self.tokens: list = []
         self.text = ""
         self.stats = GenerationStats(prompt_tokens=len(ids))
+        if reuse_prefix:
+            self._plan_reuse(model.session(working_set))
         self._done = False
         self.on_token = on_token
         self._cancel = threading.Event()
@@ -107,6 +136,14 @@ class Generation:
             elif s:
                 strings.append(s)
         return ids, strings
+
+    def _plan_reuse(self, sess) -> int:
+        """With reuse_prefix: how many tokens of the sequence the working set keeps; prompt_ids becomes the rest."""
+        keep = sess.common_prefix(self._sequence)
+        self.prompt_ids = self._sequence[keep:]
+        self.stats.prompt_tokens = len(self.prompt_ids)
+        self.stats.reused_tokens = keep
+        return keep
 
     # ---- iteration -------------------------------------------------------------------------------
     def __iter__(self):
@@ -150,6 +187,8 @@ class Generation:
             need = min(model.config.max_position_embeddings, len(self.prompt_ids) + self.max_tokens + 1)
             self.ws = model.working_set(need)
         sess = model.session(self.ws)
+        if self.reuse_prefix:  # planned again: the working set may have changed since __init__
+            sess.truncate(self._plan_reuse(sess))
         pipe = sess.pipe
         t0 = time.perf_counter()
         await sess.extend(self.prompt_ids[:-1])
@@ -157,6 +196,16 @@ class Generation:
             sess.pending = self.prompt_ids[-1]
             self.stats.stop_reason = "cancelled"
             self.stats.prefill_s = time.perf_counter() - t0
+            return
+        if self.constraint is not None:  # a depth-1 loop: the host writes each step's mask (inferlets/grammar.py)
+            from .inferlets.grammar import constrained_pieces
+            self.stats.prefill_s = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            async for piece in constrained_pieces(self, sess):
+                yield piece
+            self.stats.decode_s = time.perf_counter() - t1
+            self.stats.generated = len(self.tokens)
+            self.stats.stop_reason = self.stats.stop_reason or "max_tokens"
             return
         sampling = sess.loop(("generate", self.sampler), lambda: self._sampling(sess))
         loop = sampling.loop
@@ -207,6 +256,11 @@ class Generation:
         if not self.stats.stop_reason:
             self.stats.stop_reason = "max_tokens"
 
+    @property
+    def finish_reason(self) -> str:
+        """OpenAI's finish reason: "length" when max_tokens (or the context) ended it, else "stop"."""
+        return "length" if self.stats.stop_reason == "max_tokens" else "stop"
+
     def accept(self, tok: int) -> tuple:
         """Take the next drawn token: (new text piece, whether to go on). Stop tokens and strings end it."""
         if tok in self.stop_ids:
@@ -234,5 +288,80 @@ class Generation:
         return piece, more
 
     def _sampling(self, sess) -> _Sampling:
+        if isinstance(self.sampler, ProgramSampler):
+            states = ProgramStates(self.sampler)
+            return _Sampling(decode_loop(sess.ws, states.step), states)
         states = SamplerStates(self.sampler, self.model.config.vocab_size)
         return _Sampling(decode_loop(sess.ws, states.step), states)
+
+
+def is_sampler_program(sampler) -> bool:
+    """Whether generate(sampler=...) got an eta container (a Program or its bytes) rather than a sampler spec."""
+    from .eta.program import Program
+    return isinstance(sampler, (Program, bytes, bytearray))
+
+
+class ProgramSampler:
+    """A sampler container (logits f32[vocab], state u32[2]) -> token as generate()'s sampler.
+
+    The state is [seed, counter], counter + 1 per token (the sampler chains' RNG convention), so a
+    container draws exactly what the same function traced in Python draws. Equal bytes from any
+    tracer are one sampler: one decode loop per session, one cached kernel.
+    """
+
+    def __init__(self, prog, vocab: int, temperature=1.0, value=None, options=None, watermark=None):
+        from .runtime.forward import as_program
+        if temperature != 1.0 or value is not None or options or watermark is not None:
+            raise ValidationError("generate(sampler=program): the program is the whole sampler, so temperature, "
+                                  "sampler parameters and watermark do not apply. Fix: trace them into the program "
+                                  "(e.g. logits * (1 / T)) and drop the options")
+        self.program = prog = as_program(prog, "generate(sampler=program)")
+        want = [f"f32[{vocab}]", "u32[2]"]
+        got = [f"{t.dtype.name}{list(t.shape)}".replace(" ", "") for t in prog.input_types]
+        outs = prog.output_types
+        if got != want or len(outs) != 1 or outs[0].dtype.name not in ("i32", "u32") or outs[0].size != 1:
+            raise ValidationError(f"generate(sampler=program): a sampler program has the signature (logits f32[{vocab}], "
+                                  f"state u32[2]) -> i32 token; this one takes {got} and returns "
+                                  f"{[repr(t) for t in outs]}. Fix: trace fn(logits, state) with spec([{vocab}], "
+                                  "f32) and spec([2], u32), returning one token (e.g. gumbel_max(logits, state))")
+        if prog.channels or any(n.op == "intrinsic" for n in prog.nodes):
+            raise ValidationError(f"generate(sampler=program): the program uses channels {list(prog.channel_names)} "
+                                  "or intrinsics; a sampler only sees its two inputs. Fix: run it as an epilogue with "
+                                  "fwd.epilogue_program(prog, channels={...})")
+
+    @property
+    def name(self) -> str:
+        """"program <hash prefix>"."""
+        return f"program {self.program.hash[:12]}"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ProgramSampler) and other.program == self.program
+
+    def __hash__(self) -> int:
+        return hash(self.program)
+
+
+class ProgramStates:
+    """The RNG state channel of a ProgramSampler's decode loop: seeded per run, advanced on the device."""
+
+    def __init__(self, sampler: ProgramSampler):
+        from .runtime.channel import Channel
+        from .dtypes import dtype
+        self.sampler = sampler
+        self.rng = Channel([2], dtype.u32).named("sampler:rng")
+
+    def seed(self, ctx: SeqContext, sampler=None) -> None:
+        """Host: state [seed, 0] for a new run (no pass in flight)."""
+        import numpy as np
+        self.rng.clear()
+        self.rng.put(np.array([ctx.seed & 0xFFFFFFFF, 0], np.uint32))
+
+    def step(self, logits):
+        """Traced: the program's token for `logits`; the counter advances for the next pass."""
+        from .runtime.forward import inline_program
+        from .samplers import rng_advance
+        state = self.rng.take()
+        (token,) = inline_program(self.sampler.program, (logits, state))
+        self.rng.put(rng_advance(state))
+        return token
+

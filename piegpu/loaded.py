@@ -128,42 +128,85 @@ class Model:
             s = self._shared_session = self.session(ws)
         return s
 
+    def logits(self, token_ids) -> "np.ndarray":
+        """numpy f32 [len(token_ids), vocab]: the logits at every position of one prefill from an empty state."""
+        import numpy as np
+        self.check_open()
+        ids = np.asarray(token_ids)
+        if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValidationError(f"logits(token_ids): pass a non-empty list of int token ids, got {token_ids!r:.80}. "
+                                  "Fix: model.tokenizer.encode(text).ids")
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+            raise ValidationError(f"logits(token_ids): ids must be in [0, {self.config.vocab_size}), got "
+                                  f"{ids.min()}..{ids.max()}")
+        with device_lock(self.gpu.device):
+            return self.gpu.logits_all(ids)
+
     def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
         """The model's chat template applied to a user string or a list of {role, content} messages."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
         return chat_prompt(messages, add_generation_prompt, self.chat_template)
 
-    def generate(self, prompt: str, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
+    def generate(self, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,
-                 **sampler_args):
+                 reuse_prefix: bool = False, **sampler_args):
         """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation.
 
         The synchronous forms (`for piece in ...`, `.run()`) work anywhere: no event loop, inside a
         running one (Jupyter, qasync), any thread. `on_token(piece)` is called with each text piece
         (return False to stop); `.cancel()` stops the generation at its next token, from any thread.
 
+        Multi-turn chat: with chat=True the prompt may be the list of {role, content} messages, and
+        with reuse_prefix=True plus a working_set kept across turns only the tokens after the longest
+        prefix that the working set already holds are prefilled (stats.reused_tokens, stats.prompt_tokens).
+
         With n > 1: n samples of the prompt (sample i uses seed + i), the prompt prefilled once and its
         KV forked for each; returns a batching.Samples (.run(), .texts, .samples).
+
+        `sampler` may also be an eta container (eta.Program or its bytes, from the Python, JS or Rust
+        tracer) with the signature (logits f32[vocab], state u32[2]) -> i32 token; state = [seed, counter].
         """
         if n != 1:
             from .batching import Samples
-            if working_set is not None:
-                raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set=")
+            _no_batched_grammar(sampler_args, "generate(n=...)")
+            _no_program(sampler, "generate(n=...)")
+            if working_set is not None or reuse_prefix:
+                raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set= "
+                                      "and reuse_prefix=")
             return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
                            temperature=temperature, stop=stop, chat=chat, on_token=on_token, **sampler_args)
         from .generate import Generation
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                           seed=seed, stop=stop, working_set=working_set, chat=chat, on_token=on_token,
-                          **sampler_args)
+                          reuse_prefix=reuse_prefix, **sampler_args)
 
     def generate_batch(self, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                        seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, **sampler_args) -> list:
         """One finished Generation per prompt, decoded together (one row per prompt in each pass)."""
         from .batching import generate_batch
         self.check_open()
+        _no_batched_grammar(sampler_args, "generate_batch")
+        _no_program(sampler, "generate_batch")
         return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                               seed=seed, stop=stop, chat=chat, max_batch=max_batch, **sampler_args)
+
+
+def _no_program(sampler, where: str) -> None:
+    """Sampler containers (generate(sampler=prog)) run one sequence at a time: a clear error elsewhere."""
+    from .generate import is_sampler_program
+    if is_sampler_program(sampler):
+        raise ValidationError(f"{where}: a sampler program (eta container) runs in generate() with n=1 only. "
+                              "Fix: call model.generate(prompt, sampler=prog) per prompt, or use a named sampler")
+
+
+def _no_batched_grammar(options: dict, where: str) -> None:
+    """Batched rows carry no grammar mask yet: refuse grammar=/regex=/json_schema=... instead of ignoring them."""
+    from .inferlets.grammar import REQUEST_KEYS
+    given = [k for k in REQUEST_KEYS if options.get(k) not in (None, False)]
+    if given:
+        raise ValidationError(f"{where}: {given} constrain one sequence at a time; batched rows do not apply "
+                              "grammars yet. Fix: call model.generate(...) for each prompt or sample")
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None) -> Model:

@@ -9,6 +9,9 @@ need_apt=()
 dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
 command -v clang-14 >/dev/null 2>&1 || need_apt+=(clang-14)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)  # the JS SDK's tests (sdk/js)
+# tests/browser: Chromium's WebGPU (Dawn/Tint on SwiftShader), driven by Playwright from .[test];
+# Playwright launches this binary and never downloads a browser.
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -17,4 +17,10 @@ if ! command -v node >/dev/null 2>&1; then
   exit 1
 fi
 (cd sdk/js && node --test test/*.test.js) || { echo "test.sh: the JS SDK tests (sdk/js) failed" >&2; exit 1; }
+# The Rust SDK (sdk/rust, std only, no registry needed). A missing cargo fails here rather than skipping it.
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "test.sh: cargo is not installed, so the Rust SDK tests (sdk/rust) cannot run. Fix: install Rust (rustup or Debian's cargo)" >&2
+  exit 1
+fi
+(cd sdk/rust && cargo test --offline --quiet) || { echo "test.sh: the Rust SDK tests (sdk/rust) failed" >&2; exit 1; }
 exit $rc

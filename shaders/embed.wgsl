@@ -9,6 +9,7 @@ const NB: u32 = {{NB}}u;
 const ROWS: u32 = {{ROWS}}u;   // rows in this chunk of the embedding matrix
 const ROW0: u32 = {{ROW0}}u;
 const VOCAB: u32 = {{VOCAB}}u;
+const SCALE: f32 = {{SCALE}};  // sqrt(hidden) for Gemma (the table is also the tied lm_head, so not pre-scaled)
 const CH_HEADER: u32 = {{CH_HEADER}}u;
 const CH_HEAD: u32 = {{CH_HEAD}}u;
 const CH_RING: u32 = {{CH_RING}}u;
@@ -27,5 +28,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let token = min(chan[CH_HEADER + cell * T + t], VOCAB - 1u);
   if (token < ROW0 || token >= ROW0 + ROWS) { return; }  // another chunk holds this row
   let v = block_decode((token - ROW0) * (NB * WB) + b * WB);
-  for (var j = 0u; j < 8u; j++) { h[(t * NB + b) * 8u + j] = v[j]; }
+  for (var j = 0u; j < 8u; j++) { h[(t * NB + b) * 8u + j] = v[j] * SCALE; }
 }

@@ -1,5 +1,6 @@
 // out[OUT0 + t] = x[FIRST + t] / sqrt(mean(x[FIRST + t]^2) + eps) * weight for t < T, one
-// invocation per row (FIRST and OUT0 gather the readout rows before the logits).
+// invocation per row (FIRST and OUT0 gather the readout rows before the logits). With ADD the
+// row is added to out instead (Gemma 3's sandwich norm of a block's output into the residual).
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
@@ -7,6 +8,7 @@
 
 const H4: u32 = {{H4}}u;
 const EPS: f32 = {{EPS}};
+const ADD: bool = {{ADD}};
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -19,5 +21,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let src = (FIRST + t) * H4;
   for (var k = 0u; k < H4; k++) { let v = x[src + k]; ss += dot(v, v); }
   let scale = inverseSqrt(ss / f32(H4 * 4u) + EPS);
-  for (var k = 0u; k < H4; k++) { out[(OUT0 + t) * H4 + k] = x[src + k] * scale * norm_w[k]; }
+  for (var k = 0u; k < H4; k++) {
+    let y = x[src + k] * scale * norm_w[k];
+    let at = (OUT0 + t) * H4 + k;
+    if (ADD) { out[at] += y; } else { out[at] = y; }
+  }
 }

@@ -24,7 +24,9 @@ def _sampler_options(args) -> tuple:
                 presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
                 mirostat_m=args.mirostat_m, xtc_threshold=args.xtc_threshold,
                 dynatemp_exponent=args.dynatemp_exponent, samplers=args.samplers,
-                logit_bias=_bias_map(args.logit_bias))
+                logit_bias=_bias_map(args.logit_bias), dry_multiplier=args.dry_multiplier, dry_base=args.dry_base,
+                dry_allowed_length=args.dry_allowed_length, dry_penalty_last_n=args.dry_penalty_last_n,
+                dry_sequence_breakers=_breakers(args.dry_sequence_breaker))
     return value, {k: v for k, v in opts.items() if v is not None}
 
 
@@ -36,6 +38,15 @@ def _bias_map(pairs):
     for tok, b in pairs:
         out[tok] = out.get(tok, 0.0) + b
     return out
+
+
+def _breakers(values):
+    """--dry-sequence-breaker values (repeatable) with llama.cpp's escapes (\\n, \\t, \\"); "none" clears them."""
+    if not values:
+        return None
+    if values == ["none"]:
+        return []
+    return [v.encode("latin-1", "backslashreplace").decode("unicode_escape") for v in values]
 
 
 def _logit_bias(text: str) -> tuple:
@@ -51,10 +62,16 @@ def _logit_bias(text: str) -> tuple:
 
 
 def _check_modes(args) -> None:
-    if args.speculative is not None and (args.json or args.schema or args.watermark is not None):
-        raise PieGpuError("generate: --speculative cannot be combined with --json/--schema/--watermark")
-    if (args.json or args.schema) and args.watermark is not None:
-        raise PieGpuError("generate: --json/--schema and --watermark cannot be combined yet. Fix: use one of them")
+    constrained = args.json or args.schema or args.json_schema or args.grammar or args.regex is not None
+    if args.speculative is not None and (constrained or args.watermark is not None):
+        raise PieGpuError("generate: --speculative cannot be combined with --json/--schema/--json-schema/--grammar/"
+                          "--regex/--watermark")
+    if constrained and args.watermark is not None:
+        raise PieGpuError("generate: --json/--schema/--grammar/--regex and --watermark cannot be combined yet. "
+                          "Fix: use one of them")
+    if sum(bool(x) for x in (args.json, args.schema or args.json_schema, args.grammar, args.regex is not None)) > 1 \
+            or (args.schema and args.json_schema):
+        raise PieGpuError("generate: pass one of --json, --json-schema (--schema), --grammar, --regex")
     value, options = _sampler_options(args)
     if args.speculative is not None and (args.sampler != "greedy" or value is not None or options):
         raise PieGpuError("generate: --speculative is greedy decoding; it takes no sampler options. "
@@ -62,16 +79,18 @@ def _check_modes(args) -> None:
 
 
 def _checked_options(args) -> tuple:
-    """(sampler, watermark, schema) of the generate flags, each validated by the library that uses it.
+    """(sampler, watermark, constraint request) of the generate flags, each validated by the library that uses it.
 
     Runs before the model loads, so a bad flag costs nothing; the integer flags are
     range-checked by argparse (see _int_at_least).
     """
     from ..samplers import from_spec
     _check_modes(args)
-    schema = _read_schema(args.schema) if args.schema else None
+    schema = _constraint_request(args)
     value, options = _sampler_options(args)
     sampler = from_spec(args.sampler, args.temperature, value, **options)
+    if args.sampler_program is not None:
+        sampler = _sampler_program(args, value, options, schema)
     watermark = None
     if args.watermark is not None:
         from ..inferlets.watermark import Watermark
@@ -79,17 +98,31 @@ def _checked_options(args) -> tuple:
     return sampler, watermark, schema
 
 
+def _sampler_program(args, value, options, constraint):
+    """The eta container of --sampler-program FILE.eta (from any tracer), checked to be the only sampler flag."""
+    from ..eta.program import Program
+    if args.sampler != "greedy" or value is not None or options or args.temperature != 1.0:
+        raise PieGpuError("generate: --sampler-program is the whole sampler; it takes no --sampler, --temperature or "
+                          "sampler options. Fix: trace them into the program, or drop --sampler-program")
+    if constraint is not None or args.watermark is not None or args.speculative is not None:
+        raise PieGpuError("generate: --sampler-program cannot be combined with --json/--schema/--grammar/--regex/"
+                          "--watermark/--speculative yet. Fix: use one of them")
+    try:
+        data = open(args.sampler_program, "rb").read()
+    except OSError as e:
+        raise PieGpuError(f"generate: cannot read --sampler-program {args.sampler_program}: {e.strerror}") from None
+    return Program.from_bytes(data)
+
+
 def _cmd_generate(args) -> int:
     from ..loaded import load_model
     sampler, watermark, schema = _checked_options(args)  # fail before the model loads
     model = load_model(args.model, verbose=True)
-    if args.json or args.schema:
-        return _generate_json(model, args, schema, sampler)
     if args.speculative is not None:
         return _generate_speculative(model, args)
     t0 = time.perf_counter()
     g = model.generate(args.prompt, max_tokens=args.max_tokens, sampler=sampler, seed=args.seed, chat=args.chat,
-                       watermark=watermark)
+                       watermark=watermark, **(schema or {}))
     first = None
     for piece in g:
         if first is None:
@@ -101,6 +134,11 @@ def _cmd_generate(args) -> int:
     print(f"piegpu: {s.generated} tokens in {s.decode_s:.2f} s ({s.decode_tokens_per_s:.1f} tokens/s decode; "
           f"prompt {s.prompt_tokens} tokens in {s.prefill_s:.2f} s; stop: {s.stop_reason}; sampler: {g.sampler.name})",
           file=sys.stderr)
+    if g.grammar_stats is not None:
+        gs = g.grammar_stats
+        kind = {"json_schema": "JSON schema", "json_object": "JSON object"}.get(g.constraint.kind, g.constraint.kind)
+        print(f"piegpu: {kind}: {gs.masks} sampled tokens under masks ({gs.mask_ms_per_token:.2f} ms/token in "
+              f"llguidance), {gs.forced} forced tokens in {gs.forced_runs} prefill runs", file=sys.stderr)
     if watermark is not None and g.tokens:
         from ..inferlets.watermark import score
         sc = score([g.prompt_ids[-1]] + list(g.tokens), watermark.key, watermark.gamma)
@@ -109,30 +147,38 @@ def _cmd_generate(args) -> int:
     return 0
 
 
-def _read_schema(path: str):
+def _read_text(path: str, flag: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise PieGpuError(f"generate {flag}: cannot read {path}: {e}") from None
+
+
+def _read_schema(path: str, flag: str = "--json-schema"):
     import json
     try:
-        return json.loads(Path(path).read_text())
-    except OSError as e:
-        raise PieGpuError(f"generate --schema: cannot read {path}: {e}") from None
+        return json.loads(_read_text(path, flag))
     except json.JSONDecodeError as e:
-        raise PieGpuError(f"generate --schema: {path} is not JSON ({e}). Fix: pass a JSON schema file") from None
+        raise PieGpuError(f"generate {flag}: {path} is not JSON ({e}). Fix: pass a JSON schema file") from None
 
 
-def _generate_json(model, args, schema, sampler) -> int:
-    from ..inferlets.json_mode import json_mode
-    jm = json_mode(model, schema)
-
-    def show(piece: str) -> None:
-        sys.stdout.write(piece)
-        sys.stdout.flush()
-    jm.generate(args.prompt, max_tokens=args.max_tokens, sampler=sampler, seed=args.seed, chat=args.chat,
-                on_text=show)
-    sys.stdout.write("\n")
-    s = jm.stats
-    print(f"piegpu: JSON, {s.tokens} tokens in {s.decode_s:.2f} s (masks {s.mask_s:.2f} s, {s.new_walks} new grammar "
-          f"states; stop: {s.stop_reason})", file=sys.stderr)
-    return 0
+def _constraint_request(args) -> dict | None:
+    """generate()'s grammar keyword of --json / --json-schema (--schema) / --grammar / --regex, checked by
+    llguidance before the model loads (None without one)."""
+    from ..inferlets.grammar import check_request
+    if args.json:
+        req = {"json_object": True}
+    elif args.schema or args.json_schema:
+        flag = "--schema" if args.schema else "--json-schema"
+        req = {"json_schema": _read_schema(args.schema or args.json_schema, flag)}
+    elif args.grammar:
+        req = {"grammar": _read_text(args.grammar, "--grammar")}
+    elif args.regex is not None:
+        req = {"regex": args.regex}
+    else:
+        return None
+    check_request(**req)
+    return req
 
 
 def _generate_speculative(model, args) -> int:
@@ -153,6 +199,9 @@ def add_parser(sub) -> None:
     g.add_argument("--sampler", default="greedy", choices=list(SAMPLER_NAMES),
                    help="the sampler; its parameter comes from the flag of the same name (e.g. --typical 0.9)")
     g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--sampler-program", default=None, metavar="FILE.eta",
+                   help="an eta container (logits f32[vocab], state u32[2]) -> token as the sampler, from any "
+                        "tracer (piegpu compile, node sdk/js/examples/top_a.js, cargo run --example top_a)")
     g.add_argument("--seed", type=_int_at_least(0, 1 << 32), default=0)
     g.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
@@ -183,6 +232,14 @@ def add_parser(sub) -> None:
                    help="add BIAS to token ID's logit (repeatable; -inf bans the token)")
     g.add_argument("--samplers", default=None, metavar="NAMES",
                    help="truncation order as llama.cpp names, e.g. 'top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature'")
+    g.add_argument("--dry-multiplier", type=float, default=None, metavar="M", help="DRY penalty multiplier (0 = off)")
+    g.add_argument("--dry-base", type=float, default=None, metavar="B", help="DRY base (1.75)")
+    g.add_argument("--dry-allowed-length", type=int, default=None, metavar="N",
+                   help="DRY: repeats up to N are free (2)")
+    g.add_argument("--dry-penalty-last-n", type=int, default=None, metavar="N",
+                   help="DRY: tokens searched for repeats (-1 = context, 0 = off)")
+    g.add_argument("--dry-sequence-breaker", action="append", default=None, metavar="S",
+                   help="DRY sequence breaker (repeatable; replaces the default \\n : \" *; 'none' for none)")
     g.add_argument("--repetition-penalty", type=float, default=None, metavar="R", help="CTRL-style, 1 = off")
     g.add_argument("--presence-penalty", type=float, default=None, metavar="P")
     g.add_argument("--frequency-penalty", type=float, default=None, metavar="F")
@@ -190,7 +247,10 @@ def add_parser(sub) -> None:
     g.add_argument("--watermark-gamma", type=float, default=0.25, metavar="G", help="green fraction (0.25)")
     g.add_argument("--watermark-delta", type=float, default=2.0, metavar="D", help="green logit bias (2.0)")
     g.add_argument("--json", action="store_true", help="constrain the output to a JSON object")
-    g.add_argument("--schema", default=None, metavar="FILE", help="constrain the output to this JSON schema")
+    g.add_argument("--json-schema", default=None, metavar="FILE", help="constrain the output to this JSON schema")
+    g.add_argument("--schema", default=None, metavar="FILE", help="alias of --json-schema")
+    g.add_argument("--grammar", default=None, metavar="FILE", help="constrain the output to a GBNF or Lark grammar")
+    g.add_argument("--regex", default=None, metavar="PATTERN", help="constrain the output to match PATTERN")
     g.add_argument("--speculative", type=_int_at_least(1), default=None, metavar="K",
                    help="greedy decoding with K prompt-lookup drafts verified per pass")
     g.add_argument("--ngram", type=_int_at_least(1), default=3,

@@ -33,7 +33,14 @@ def expected_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
         shapes[p + "self_attn.k_proj.weight"] = (kv, h)
         shapes[p + "self_attn.v_proj.weight"] = (kv, h)
         shapes[p + "self_attn.o_proj.weight"] = (h, q)
+        if c.family.qkv_bias:
+            shapes.update({p + "self_attn.q_proj.bias": (q,), p + "self_attn.k_proj.bias": (kv,),
+                           p + "self_attn.v_proj.bias": (kv,)})
+        if c.family.qk_norm:
+            shapes.update({p + "self_attn.q_norm.weight": (c.head_dim,), p + "self_attn.k_norm.weight": (c.head_dim,)})
         shapes[p + "post_attention_layernorm.weight"] = (h,)
+        for name in (c.family.ffn_norm,) + c.family.output_norms:
+            shapes[p + name + ".weight"] = (h,)
         shapes[p + "mlp.gate_proj.weight"] = (ff, h)
         shapes[p + "mlp.up_proj.weight"] = (ff, h)
         shapes[p + "mlp.down_proj.weight"] = (h, ff)

@@ -1,4 +1,8 @@
-"""The Llama-family model configuration (HF config.json) and its validation."""
+"""The Llama-family model configuration (HF config.json) and its strict validation.
+
+Every key that would change the computation is either implemented (read into a field here)
+or a ModelError naming the file, the key, its value and what is supported -- never ignored.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,41 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from .family import FAMILIES, Family
+from .rope import Rope, parse_layer_type_ropes, parse_rope
 
-# Architectures whose HF checkpoints have exactly the Llama tensor layout and math
-# (RMSNorm, rotate-half RoPE, GQA, SwiGLU, no biases). Mistral only qualifies while
-# its sliding window does not limit attention (checked in `from_dict`).
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
+# Architectures with the Llama layer (RMSNorm, rotate-half RoPE, GQA, SwiGLU) plus their
+# family's steps (model/family.py).
+SUPPORTED_ARCHITECTURES = tuple(FAMILIES)
 
-_MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral"}
+# Keys of other architectures (or options of these) that change the math when set, with
+# the values that leave it unchanged. A config setting one of them otherwise is refused.
+_NEUTRAL: dict[str, tuple] = {
+    "mlp_bias": (None, False),
+    "partial_rotary_factor": (None, 1, 1.0),
+    "attn_logit_softcapping": (None,),
+    "final_logit_softcapping": (None,),
+    "query_pre_attn_scalar": (None,),
+    "quantization_config": (None,),
+    "attention_chunk_size": (None,),
+    "no_rope_layers": (None,),
+    "use_qk_norm": (None, False),
+    "logits_scaling": (None, 1, 1.0),
+    "embedding_multiplier": (None, 1, 1.0),
+    "residual_multiplier": (None, 1, 1.0),
+    "attention_multiplier": (None,),
+    "num_experts": (None, 0),
+    "num_local_experts": (None, 0),
+    "hidden_activation": (None, "silu", "swish"),
+    "use_bidirectional_attention": (None, False),
+}
+_WHY = {
+    "mlp_bias": "piegpu's MLP projections have no bias",
+    "quantization_config": "pre-quantized HF weights (GPTQ/AWQ/bitsandbytes) are not read; use the "
+                           "float checkpoint or a GGUF file",
+    "num_experts": "mixture-of-experts layers are not implemented",
+    "num_local_experts": "mixture-of-experts layers are not implemented",
+}
 
 # Keys a config.json must carry; everything else has the HF LlamaConfig default.
 _REQUIRED_KEYS = (
@@ -30,7 +62,6 @@ _REQUIRED_KEYS = (
 # checkpoints do), so a config loads here exactly as it would in transformers.
 _HF_DEFAULTS: dict[str, Any] = {
     "rms_norm_eps": 1e-6,
-    "rope_theta": 10000.0,
     "tie_word_embeddings": False,
     "max_position_embeddings": 2048,
     "bos_token_id": 1,
@@ -56,9 +87,18 @@ class LlamaConfig:
     bos_token_id: int | None = 1
     eos_token_id: int | list[int] | None = 2
     architecture: str = "LlamaForCausalLM"
+    layer_windows: tuple = ()  # per layer: sliding window in positions, 0 = full causal attention; () = all full
+    rope: Rope | None = None  # RoPE theta + scaling; None: plain RoPE of rope_theta
+    rope_local: Rope | None = None  # sliding-window layers' own RoPE (Gemma 3); None: they use `rope`
+    query_pre_attn_scalar: float | None = None  # attention scale is this ** -0.5 (Gemma); None: head_dim ** -0.5
     source: str = field(default="<dict>", compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.rope is None:
+            object.__setattr__(self, "rope", Rope(float(self.rope_theta)))
+        elif self.rope.theta != self.rope_theta:
+            raise ModelError(f"{self.source}: rope_theta {self.rope_theta!r} and the RoPE settings' theta "
+                             f"{self.rope.theta!r} disagree; pass one")
         self._validate()
 
     # -- derived sizes -------------------------------------------------------
@@ -72,6 +112,24 @@ class LlamaConfig:
     def kv_size(self) -> int:
         """Rows of k_proj and v_proj: KV heads times head_dim."""
         return self.num_key_value_heads * self.head_dim
+
+    @property
+    def family(self) -> Family:
+        """The architecture's per-family steps (QKV bias, q/k norm, sliding window)."""
+        return FAMILIES[self.architecture]
+
+    @property
+    def attention_scale(self) -> float:
+        """The factor of q . k in attention: query_pre_attn_scalar ** -0.5, else head_dim ** -0.5."""
+        return float(self.query_pre_attn_scalar or self.head_dim) ** -0.5
+
+    def rope_for(self, layer: int) -> Rope:
+        """Layer `layer`'s RoPE (sliding-window layers have their own in Gemma 3)."""
+        return self.rope_local if self.rope_local is not None and self.window(layer) else self.rope
+
+    def window(self, layer: int) -> int:
+        """Layer `layer`'s sliding window in positions (a query sees its last `window` positions); 0 = all."""
+        return self.layer_windows[layer] if self.layer_windows else 0
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -114,8 +172,10 @@ class LlamaConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "LlamaConfig":
-        """Build a config from HF config.json keys, with HF defaults for optional keys."""
+        """Build a config from HF config.json keys, with HF class defaults (the family's) for optional keys."""
         arch = _architecture_of(data, source)
+        defaults = dict(FAMILIES[arch].defaults)
+        data = {**defaults, **{k: v for k, v in data.items() if v is not None or k not in defaults}}
         for key in _REQUIRED_KEYS:
             if key not in data or data[key] is None:
                 raise ModelError(
@@ -123,6 +183,11 @@ class LlamaConfig:
                     "(copy it from the model's original config.json)"
                 )
         _reject_unsupported_features(data, arch, source)
+        if FAMILIES[arch].local_rope:
+            rope, rope_local = parse_layer_type_ropes(data, source)
+        else:
+            rope, rope_local = parse_rope(data, source), None
+        scalar = data.get("query_pre_attn_scalar") if "query_pre_attn_scalar" in FAMILIES[arch].keys else None
 
         heads = _int_key(data, "num_attention_heads", source)
         kv_heads = data.get("num_key_value_heads")
@@ -157,30 +222,47 @@ class LlamaConfig:
             num_key_value_heads=kv_heads,
             head_dim=head_dim,
             rms_norm_eps=_float(values["rms_norm_eps"], "rms_norm_eps", source),
-            rope_theta=_float(values["rope_theta"], "rope_theta", source),
+            rope_theta=rope.theta,
+            rope=rope,
+            rope_local=rope_local,
+            query_pre_attn_scalar=None if scalar is None else _float(scalar, "query_pre_attn_scalar", source),
             tie_word_embeddings=bool(values["tie_word_embeddings"]),
             max_position_embeddings=_as_int(values["max_position_embeddings"], "max_position_embeddings", source),
             bos_token_id=None if bos is None else _as_int(bos, "bos_token_id", source),
             eos_token_id=eos,
             architecture=arch,
+            layer_windows=_layer_windows(data, FAMILIES[arch], _int_key(data, "num_hidden_layers", source), source),
             source=source,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The config as HF config.json keys (loadable by transformers too)."""
         d = asdict(self)
-        d.pop("source")
-        arch = d.pop("architecture")
-        return {
-            "architectures": [arch],
-            "model_type": _MODEL_TYPES[arch],
-            **d,
-            "hidden_act": "silu",
-            "attention_bias": False,
-            "mlp_bias": False,
-            "rope_scaling": None,
-            "torch_dtype": "float32",
-        }
+        for key in ("source", "architecture", "rope", "rope_theta", "layer_windows", "rope_local",
+                    "query_pre_attn_scalar"):
+            d.pop(key)
+        out = {"architectures": [self.architecture], "model_type": self.family.model_type, **d, **self.rope.to_hf(),
+               "hidden_act": "silu", "mlp_bias": False, "torch_dtype": "float32"}
+        if self.family.act == "gelu_tanh":
+            out.update(hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh")
+        if self.rope_local is not None:
+            out["rope_local_base_freq"] = self.rope_local.theta
+        if self.query_pre_attn_scalar is not None:
+            out["query_pre_attn_scalar"] = self.query_pre_attn_scalar
+        if not self.family.qkv_bias:  # Qwen2's bias is part of the architecture, not a key
+            out["attention_bias"] = False
+        windows = set(self.layer_windows) - {0}
+        if self.family.sliding == "all":
+            out["sliding_window"] = windows.pop() if windows else None
+        elif self.family.sliding == "gemma":
+            out.update(sliding_window=windows.pop() if windows else 4096,
+                       layer_types=[("sliding_attention" if self.window(i) else "full_attention")
+                                    for i in range(self.num_hidden_layers)])
+        elif self.family.sliding == "layer_types":
+            out.update(use_sliding_window=bool(windows), sliding_window=windows.pop() if windows else None,
+                       layer_types=[("sliding_attention" if self.window(i) else "full_attention")
+                                    for i in range(self.num_hidden_layers)])
+        return out
 
     def to_json(self) -> str:
         """config.json text (indented, sorted keys: stable bytes for checksums)."""
@@ -217,6 +299,13 @@ class LlamaConfig:
             raise ModelError(f"{src}: rms_norm_eps must be a positive number, got {self.rms_norm_eps!r}; fix the config")
         if not (math.isfinite(self.rope_theta) and self.rope_theta > 0):
             raise ModelError(f"{src}: rope_theta must be a positive number, got {self.rope_theta!r}; fix the config")
+        if self.query_pre_attn_scalar is not None and not (math.isfinite(self.query_pre_attn_scalar)
+                                                           and self.query_pre_attn_scalar > 0):
+            raise ModelError(f"{src}: query_pre_attn_scalar must be a positive number, got "
+                             f"{self.query_pre_attn_scalar!r}; fix the config")
+        if self.layer_windows and len(self.layer_windows) != self.num_hidden_layers:
+            raise ModelError(f"{src}: {len(self.layer_windows)} layer windows for {self.num_hidden_layers} layers; "
+                             "fix layer_types in the config")
         for tid in ([self.bos_token_id] if self.bos_token_id is not None else []) + self.eos_token_ids:
             if not 0 <= tid < self.vocab_size:
                 raise ModelError(f"{src}: special token id {tid} is outside the vocabulary [0, {self.vocab_size}); "
@@ -251,28 +340,85 @@ def _unsupported_arch_message(arch: str, source: str) -> str:
 
 
 def _reject_unsupported_features(data: dict[str, Any], arch: str, source: str) -> None:
-    # Each of these changes the math; loading such a model silently would give wrong logits.
-    act = data.get("hidden_act", "silu")
-    if act not in ("silu", "swish"):
-        raise ModelError(f"{source}: hidden_act {act!r} is not supported (only SwiGLU with silu)")
-    for key in ("attention_bias", "mlp_bias"):
-        if data.get(key):
-            raise ModelError(f"{source}: {key}=true is not supported; piegpu's Llama layers have no biases")
-    scaling = data.get("rope_scaling")
-    if scaling:
-        raise ModelError(
-            f"{source}: rope_scaling {scaling!r} is not supported; only plain RoPE "
-            "(rope_scaling null) is implemented"
-        )
+    """Refuse every key that would change the math and is not implemented (never ignore one)."""
+    family = FAMILIES[arch]
+    if family.act == "gelu_tanh":  # Gemma reads hidden_activation (hidden_act is ignored by transformers)
+        act = data.get("hidden_activation")
+        if act not in ("gelu_pytorch_tanh", "gelu_tanh"):
+            raise ModelError(f"{source}: hidden_activation {act!r} is not supported for {arch}; supported: "
+                             "gelu_pytorch_tanh (GeGLU with the tanh GELU)")
+    else:
+        act = data.get("hidden_act", "silu")
+        if act not in ("silu", "swish"):
+            raise ModelError(f"{source}: hidden_act {act!r} is not supported; supported: silu (SwiGLU MLP)")
+    if data.get("attention_bias") and not family.qkv_bias:
+        raise ModelError(f"{source}: attention_bias={data['attention_bias']!r} is not supported for {arch} (it adds "
+                         "biases to q/k/v and o_proj); supported: attention_bias false, or Qwen2ForCausalLM's "
+                         "built-in q/k/v bias")
+    for key, neutral in _NEUTRAL.items():
+        if key in family.keys:
+            continue
+        value = data.get(key)
+        if not _is_neutral(value, neutral):
+            why = _WHY.get(key, "it changes the computation and is not implemented")
+            ok = " or ".join("null/absent" if n is None else json.dumps(n) for n in neutral)
+            raise ModelError(f"{source}: {key}={value!r} is not supported for {arch} ({why}); supported: {ok}")
+
+
+def _is_neutral(value: Any, neutral: tuple) -> bool:
+    if value is None:
+        return None in neutral
+    if isinstance(value, bool):  # True == 1 in Python; a flag is never a number here
+        return value in [n for n in neutral if isinstance(n, bool)]
+    return any(n is not None and not isinstance(n, bool) and value == n for n in neutral)
+
+
+def _layer_windows(data: dict[str, Any], family: Family, layers: int, source: str) -> tuple:
+    """Per layer sliding window (0 = full attention), read as transformers reads it for this family."""
     window = data.get("sliding_window")
-    if window is not None:
-        max_pos = data.get("max_position_embeddings", _HF_DEFAULTS["max_position_embeddings"])
-        if not isinstance(window, int) or window < max_pos:
-            raise ModelError(
-                f"{source}: {arch} with sliding_window={window!r} is not supported; only full "
-                "causal attention is implemented (set sliding_window to null if the model was "
-                "trained without it)"
-            )
+    if family.sliding == "none":
+        return ()  # transformers' Llama ignores sliding_window; so does piegpu
+    if family.sliding == "all":
+        if window is None:
+            return ()
+        return (_positive(window, "sliding_window", source),) * layers
+    types = data.get("layer_types")
+    if family.sliding == "gemma":
+        pattern = _positive(data.get("sliding_window_pattern", 6), "sliding_window_pattern", source)
+        if types is None:  # transformers: every pattern-th layer is global
+            types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+        use = True
+    else:
+        use = data.get("use_sliding_window", False)
+    if not use:
+        window = None  # transformers drops sliding_window unless use_sliding_window is true
+    if types is None:  # Qwen2/3
+        first = _as_int(data.get("max_window_layers", layers), "max_window_layers", source) if use else layers
+        types = ["sliding_attention" if window is not None and i >= first else "full_attention"
+                 for i in range(layers)]
+    if not isinstance(types, list) or len(types) != layers:
+        raise ModelError(f"{source}: layer_types must list one entry per layer ({layers}), got {types!r}; fix the "
+                         "config")
+    out = []
+    for i, t in enumerate(types):
+        if t == "full_attention":
+            out.append(0)
+        elif t == "sliding_attention":
+            if window is None:
+                raise ModelError(f"{source}: layer_types[{i}] is 'sliding_attention' but sliding_window is not in "
+                                 "effect (use_sliding_window false or sliding_window null); fix the config")
+            out.append(_positive(window, "sliding_window", source))
+        else:
+            raise ModelError(f"{source}: layer_types[{i}]={t!r} is not supported; supported: 'full_attention', "
+                             "'sliding_attention'")
+    return tuple(out) if any(out) else ()
+
+
+def _positive(value: Any, key: str, source: str) -> int:
+    v = _as_int(value, key, source)
+    if v < 1:
+        raise ModelError(f"{source}: {key} must be a positive integer, got {value!r}; fix the config")
+    return v
 
 
 def _as_int(value: Any, key: str, source: str) -> int:

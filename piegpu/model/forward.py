@@ -6,11 +6,28 @@ attention norm -> QKV -> RoPE + KV write -> attention -> output projection + res
 the readout rows. Decode (T = 1) folds each RMSNorm into the matvec that reads it
 (5 dispatches per layer); prefill normalizes in a dispatch of its own, because its
 matvecs read x in token groups.
+
+Family steps (model/family.py) are chosen here from the config, not by a forward per
+family: a QKV bias or per-head q/k norm runs between the QKV projection and RoPE (the
+QKV matvec then stores its rows instead of rotating them in its epilogue), and
+sliding-window layers pass their window to attention and their own RoPE table (Gemma 3), a
+block's output goes through its sandwich norm before the residual add (Gemma 3), the MLP's
+activation is the family's (SwiGLU or GeGLU). The RoPE tables already hold the config's
+scaled frequencies (llama3, linear); Gemma's embedding scale and (1 + w) norm weights are
+folded into the embed shader and the uploaded weights.
 """
 
 from __future__ import annotations
 
 from .kernels import Kernels
+
+
+def add_block_output(k: Kernels, m, x, out_norm, s, key: tuple) -> None:
+    """h += m x, or h += rmsnorm(m x) * out_norm with a sandwich norm (s.hn holds m x meanwhile)."""
+    if out_norm is None:
+        k.matvec_residual(m, x, residual=s.h, key=key)
+    else:
+        k.matvec_normed_residual(m, x, out_norm, residual=s.h, tmp=s.hn, key=key)
 
 
 def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
@@ -23,27 +40,33 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
     rows [first, first + rows) land in s.logits.
     """
     decode = k.decode
-    rope = w.rope_table(ws.max_tokens)
     k.embed(w.embed, tokens, out=s.h, binds=ws.binds)
     for i, layer in enumerate(w.layers):
-        # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h)))))
+        rope = w.rope_table(ws.max_tokens, i)
+        # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h)))))
         if decode:
             x, norm = s.h, layer.input_norm  # the decode matvec normalizes as it reads
         else:
             k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
             x, norm = s.hn, None
-        k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope,
-                      key=(i, "qkv"), binds=ws.binds)
-        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), binds=ws.binds)
-        k.matvec_residual(layer.o, s.o, residual=s.h, key=(i, "o"))
-        # feed-forward block: h += down(silu(gate(x)) * up(x)), x = rmsnorm(h)
+        if w.qk_prep:  # bias / q-k norm before RoPE: project, prepare, then rotate and write the KV cache
+            k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
+            k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
+            k.rope_kv_seqs(s.qkv, s.q, rope, [(ws, 0, k.T)], i)
+        else:
+            k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope,
+                          key=(i, "qkv"), binds=ws.binds)
+        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), binds=ws.binds,
+                    window=k.config.window(i))
+        add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
+        # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
         if decode:
             x, norm = s.h, layer.post_norm
         else:
             k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
             x, norm = s.hn, None
         k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
-        k.matvec_residual(layer.down, s.act, residual=s.h, key=(i, "down"))
+        add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
     # final norm + logits of the readout rows
     if decode:
         k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=1, key=("lm",))
@@ -61,22 +84,25 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
     sequences' working sets per dispatch, each over its own KV cache and length. `readout` = [(first token row,
     rows)] per sequence: their logits land in s.logits, sequence by sequence.
     """
-    rope = w.rope_table(max(ws.max_tokens for ws, _, _ in seqs))
+    positions = max(ws.max_tokens for ws, _, _ in seqs)
     G = k.seqs_per_dispatch()
     groups = [seqs[j: j + G] for j in range(0, len(seqs), G)]
     k.embed(w.embed, tokens, out=s.h, binds={})  # the plan keeps it (the plan lives with its ForwardPass)
     for i, layer in enumerate(w.layers):
-        # attention block: x = h + o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
+        # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
+        rope = w.rope_table(positions, i)
         k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
         k.qkv(layer.qkv, s.hn, out=s.qkv, key=(i, "qkv"))
+        if w.qk_prep:
+            k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
         for group in groups:  # several sequences' KV caches bound in one dispatch each
             k.rope_kv_seqs(s.qkv, s.q, rope, group, i)
             k.attention_seqs(s.q, s.o, group, i)
-        k.matvec_residual(layer.o, s.o, residual=s.h, key=(i, "o"))
-        # feed-forward block: h += down(silu(gate(x)) * up(x)), x = rmsnorm(h)
+        add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
+        # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
         k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
         k.gate_up_swiglu(layer.gate_up, s.hn, None, out=s.act, key=(i, "gu"))
-        k.matvec_residual(layer.down, s.act, residual=s.h, key=(i, "down"))
+        add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
     # final norm of each sequence's readout rows, gathered in order; logits of all of them
     row = 0
     for first, rows in readout:

@@ -20,6 +20,7 @@ from .forward import forward, forward_batch
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
 from .reference import rope_tables
+from .rope import inv_freq
 from .shaders import ShaderLibrary
 from .weights import ModelWeights
 from .working_set import WorkingSet
@@ -37,6 +38,11 @@ class GpuLayer:
     down: GpuMatrix
     input_norm: object
     post_norm: object
+    qkv_bias: object = None  # family steps' vectors (None: the family has no such step)
+    q_norm: object = None
+    k_norm: object = None
+    attn_out_norm: object = None
+    ffn_out_norm: object = None
 
 
 class Scratch:
@@ -60,7 +66,8 @@ class Scratch:
         self.o = buf(T * qr + pad, "attn-out")
         self.act = buf(T * c.intermediate_size + pad, "mlp-act")
         self.logits = buf(rows * c.vocab_size, "logits")
-        self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 else None  # batched passes
+        # [q | k | v] before RoPE: batched passes, and every pass of a family with q/k steps before RoPE
+        self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 or model.qk_prep else None
         self.binds: dict = {}  # bind groups over weights and these buffers only (shared by every working set)
 
 
@@ -85,13 +92,19 @@ class GpuModel:
         up = lambda m, label: upload(self.device, m, self.max_binding, label)  # noqa: E731
         self.embed = up(weights.embed, "embed")
         self.lm_head = self.embed if weights.lm_head is None else up(weights.lm_head, "lm_head")
+        opt = lambda v, label: None if v is None else self._vec(v, label)  # noqa: E731
         self.layers = [GpuLayer(up(lw.qkv, f"l{i}.qkv"), up(lw.o, f"l{i}.o"), up(lw.gate_up, f"l{i}.gate_up"),
                                 up(lw.down, f"l{i}.down"), self._vec(lw.input_norm, f"l{i}.in_norm"),
-                                self._vec(lw.post_norm, f"l{i}.post_norm"))
+                                self._vec(lw.post_norm, f"l{i}.post_norm"), opt(lw.qkv_bias, f"l{i}.qkv_bias"),
+                                opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"),
+                                opt(lw.attn_out_norm, f"l{i}.attn_out_norm"),
+                                opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm"))
                        for i, lw in enumerate(weights.layers)]
+        # families with a step between the QKV projection and RoPE (bias, q/k norm) take the unfused path
+        self.qk_prep = c.family.qkv_bias or c.family.qk_norm
         self.final_norm = self._vec(weights.final_norm, "final_norm")
         self.max_positions = c.max_position_embeddings
-        self._rope = None
+        self._rope: dict = {}  # Rope -> (table buffer, positions)
         self._scratch: dict = {}
         self._token_bufs: dict = {}
         self._zero_vecs: dict = {}
@@ -116,15 +129,20 @@ class GpuModel:
             z = self._zero_vecs[n] = self._vec(np.zeros(n, np.float32), f"zeros{n}")
         return z
 
-    def rope_table(self, positions: int):
-        """cos/sin per (position, pair) for positions below `positions` (shared by working sets)."""
-        if self._rope is None or self._rope[1] < positions:
-            c = self.config
-            cos, sin = rope_tables(np.arange(positions), c.head_dim, c.rope_theta, np.float32)
+    def rope_table(self, positions: int, layer: int = 0):
+        """cos/sin per (position, pair) of layer `layer`'s RoPE below `positions` positions (shared by working sets).
+
+        One table per distinct RoPE (Gemma 3's sliding-window layers have their own).
+        """
+        c = self.config
+        rope = c.rope_for(layer)
+        hit = self._rope.get(rope)
+        if hit is None or hit[1] < positions:
+            cos, sin = rope_tables(np.arange(positions), inv_freq(rope, c.head_dim), np.float32)
             half = c.head_dim // 2
             table = np.stack([cos[:, :half], sin[:, :half]], axis=-1)
-            self._rope = (self._vec(table, "rope"), positions)
-        return self._rope[0]
+            hit = self._rope[rope] = (self._vec(table, "rope"), positions)
+        return hit[0]
 
     def working_set(self, max_tokens: int | None = None) -> WorkingSet:
         """A fresh KV state for one sequence of up to max_tokens positions."""
@@ -146,7 +164,8 @@ class GpuModel:
         vals = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"v{i}") for i in range(len(self.layers))]
         state = self.device.create_buffer_with_data(data=np.array([0, n, 0, 0], np.uint32).tobytes(), usage=use,
                                                     label="ws-state")
-        self.rope_table(n)
+        for i in range(c.num_hidden_layers):
+            self.rope_table(n, i)
         ws = WorkingSet(self, n, keys, vals, state)
         self._working_sets.add(ws)
         return ws
@@ -234,7 +253,7 @@ class GpuModel:
         self._scratch.clear()
         self._token_bufs.clear()
         self._zero_vecs.clear()
-        self._rope = None
+        self._rope = {}
         self.params = None
         self.embed = self.lm_head = self.final_norm = None
         self.layers = []
@@ -328,6 +347,33 @@ class GpuModel:
             last = start + MAX_PREFILL_TOKENS >= len(ids)
             out = self._forward_chunk(ws, chunk, readout if last else None)
         return out
+
+    def logits_all(self, ids) -> np.ndarray:
+        """Logits [len(ids), vocab] at every position of one prefill from an empty state (a working set of its own).
+
+        The tokens run in passes of up to MAX_PREFILL_TOKENS (fewer when a pass's readout of all
+        its rows would exceed one storage binding), each reading out every row.
+        """
+        if self.closed:
+            raise ValidationError(MODEL_CLOSED)
+        ids = np.asarray(ids).reshape(-1)
+        if ids.size == 0:
+            raise ValidationError("logits: no tokens. Fix: pass at least one token id")
+        c = self.config
+        if ids.size > c.max_position_embeddings:
+            raise ValidationError(f"logits: {ids.size} tokens exceed the model's context of "
+                                  f"{c.max_position_embeddings}. Fix: score at most that many tokens per call")
+        per = max(1, min(MAX_PREFILL_TOKENS, self.max_binding // (c.vocab_size * 4)))
+        ws = self.working_set(int(ids.size))
+        try:
+            return np.concatenate([self._forward_chunk(ws, list(ids[t: t + per]), (0, len(ids[t: t + per])))
+                                   for t in range(0, ids.size, per)])
+        finally:
+            self._working_sets.discard(ws)
+            for buf in ws.keys + ws.values + [ws.state]:
+                buf.destroy()
+            ws.binds.clear()
+            ws.plans.clear()
 
     def _forward_chunk(self, ws: WorkingSet, ids: list, readout) -> np.ndarray:
         import wgpu

@@ -12,7 +12,7 @@ composed with a weight FORMAT snippet (shaders/formats/) and an EPILOGUE snippet
 from __future__ import annotations
 
 from functools import lru_cache
-from math import ceil, sqrt
+from math import ceil
 
 from .. import channel_layout
 from ..errors import ValidationError
@@ -105,15 +105,17 @@ class Kernels:
         c = self.config
         for buf, row0, nrows in table.chunks:
             params = {"NB": c.hidden_size // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size,
+                      "SCALE": float(c.hidden_size ** 0.5) if c.family.embed_scale else 1.0,
                       **channel_layout.shader_params()}
             k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{table.fmt}"})
             self.rec.dispatch(k, {0: buf, 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
                               "embed", self.scope + ("embed", row0, tokens), binds)
 
-    def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0) -> None:
-        """out[out_first + t] = rmsnorm(x[first + t]) * weight for `tokens` rows."""
+    def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0,
+                add: bool = False) -> None:
+        """out[out_first + t] = rmsnorm(x[first + t]) * weight for `tokens` rows (`add`: out += instead)."""
         c = self.config
-        k = self.gpu.lib.kernel("rmsnorm", {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps)})
+        k = self.gpu.lib.kernel("rmsnorm", {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps), "ADD": add})
         self.rec.dispatch(k, {0: x, 1: weight, 2: out, 3: self.gpu.params(tokens, first, out_first)},
                           (ceil(tokens / 64), 1, 1), "rmsnorm", self.scope + key)
 
@@ -126,22 +128,24 @@ class Kernels:
                      {3: q, 4: keys, 5: values, 6: state, 7: rope}, key, splits=(qr, kr), binds=binds)
 
     def attention(self, q, keys, values, state, out, key: tuple, tokens: int | None = None, first: int = 0,
-                  binds: dict | None = None) -> None:
+                  binds: dict | None = None, window: int = 0) -> None:
         """out = softmax(q k^T / sqrt(d)) v per head over the cached positions (causal, GQA).
 
-        For the `tokens` tokens (default: the pass's T) of one sequence starting at token `first` of the pass.
+        For the `tokens` tokens (default: the pass's T) of one sequence starting at token `first` of the pass;
+        a `window` > 0 limits each query to its last `window` positions (sliding-window layers).
         """
         c = self.config
         n = self.T if tokens is None else tokens
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim)}
+                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
+                  "WINDOW": window}
         if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
             k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
             self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
                               (ceil(n * c.num_attention_heads / 16), 1, 1), "attention", self.scope + key + (n, first),
                               binds)
         else:  # a workgroup per (head, token), its threads splitting the positions
-            self._attention([(keys, values, state, first, n)], q, out, self.scope + key + (n, first), binds)
+            self._attention([(keys, values, state, first, n)], q, out, self.scope + key + (n, first), binds, window)
 
     def seqs_per_dispatch(self) -> int:
         """How many sequences one attention / rope_kv_seqs dispatch binds (3 storage buffers each)."""
@@ -149,15 +153,17 @@ class Kernels:
 
     def attention_seqs(self, q, out, seqs: list, layer: int) -> None:
         """Attention for several sequences [(working set, first token, tokens)] in one dispatch (batched passes)."""
-        self._attention([(ws.keys[layer], ws.values[layer], ws.state, first, n) for ws, first, n in seqs], q, out)
+        self._attention([(ws.keys[layer], ws.values[layer], ws.state, first, n) for ws, first, n in seqs], q, out,
+                        window=self.config.window(layer))
 
-    def _attention(self, seqs: list, q, out, key: tuple | None = None, binds: dict | None = None) -> None:
+    def _attention(self, seqs: list, q, out, key: tuple | None = None, binds: dict | None = None,
+                   window: int = 0) -> None:
         """attention.wgsl over [(keys, values, state, first token, tokens)] of one or more sequences."""
         c = self.config
         G = len(seqs)
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": 1.0 / sqrt(c.head_dim),
-                  "WG": self.attention_wg(batched=G > 1), "SEQS": G, **seq_code(G, "attention")}
+                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
+                  "WG": self.attention_wg(batched=G > 1), "SEQS": G, "WINDOW": window, **seq_code(G, "attention")}
         k = self.gpu.lib.kernel("attention", params)
         bufs = {0: q, 1: out, 2: self.gpu.params(*[v for *_, first, n in seqs for v in (n, first, 0, 0)])}
         for i, (keys, values, state, _, _) in enumerate(seqs):
@@ -177,19 +183,38 @@ class Kernels:
         pairs = (qr + 2 * kr) // 2
         self.rec.dispatch(k, bufs, (ceil(max(n for _, _, n in seqs) * pairs / 64), G, 1), "rope_kv")
 
-    def qkv(self, w: GpuMatrix, x, out, key: tuple) -> None:
-        """out[t] = [q | k | v] = W x[t] for every token of the pass (a batched pass's QKV, before RoPE)."""
+    def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:
+        """out[t] = [q | k | v] = W x[t] for every token of the pass (before RoPE; `norm` folded in when decoding)."""
         c = self.config
         width = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim
-        self._matvec(w, x, self.T, None, "store", {"OUT_STRIDE": width}, {3: out}, key)
+        self._matvec(w, x, self.T, norm, "store", {"OUT_STRIDE": width}, {3: out}, key)
+
+    def qk_prep(self, qkv, layer, key: tuple) -> None:
+        """In place on [q | k | v] of every token: + bias (Qwen2), then RMSNorm per q and k head (Qwen3)."""
+        c = self.config
+        qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+        k = self.gpu.lib.kernel("qk_prep", {"QR": qr, "KR": kr, "HD": c.head_dim, "BIAS": layer.qkv_bias is not None,
+                                            "QK_NORM": layer.q_norm is not None, "EPS": float(c.rms_norm_eps)})
+        unused = self.gpu.zeros(4)
+        bufs = {0: qkv, 4: self.gpu.params(self.T)}
+        for b, v in ((1, layer.qkv_bias), (2, layer.q_norm), (3, layer.k_norm)):
+            bufs[b] = unused if v is None else v
+        heads = (qr + 2 * kr) // c.head_dim
+        self.rec.dispatch(k, bufs, (ceil(self.T * heads / 64), 1, 1), "qk_prep", self.scope + key)
 
     def matvec_residual(self, w: GpuMatrix, x, residual, key: tuple) -> None:
         """residual += W x."""
         self._matvec(w, x, self.T, None, "residual", {"OUT_STRIDE": self.config.hidden_size}, {3: residual}, key)
 
+    def matvec_normed_residual(self, w: GpuMatrix, x, norm, residual, tmp, key: tuple) -> None:
+        """residual += rmsnorm(W x) * norm (Gemma 3's sandwich norm on a block's output), W x stored in `tmp`."""
+        self._matvec(w, x, self.T, None, "store", {"OUT_STRIDE": self.config.hidden_size}, {3: tmp}, key)
+        self.rmsnorm(tmp, norm, out=residual, tokens=self.T, first=0, key=key + ("norm",), add=True)
+
     def gate_up_swiglu(self, w: GpuMatrix, x, norm, out, key: tuple) -> None:
-        """out = silu(gate x) * (up x), gate and up rows interleaved in one matrix."""
-        self._matvec(w, x, self.T, norm, "swiglu", {"OUT_STRIDE": self.config.intermediate_size}, {3: out}, key)
+        """out = act(gate x) * (up x), gate and up rows interleaved; act is the family's (silu or GELU-tanh)."""
+        epilogue = {"silu": "swiglu", "gelu_tanh": "geglu"}[self.config.family.act]
+        self._matvec(w, x, self.T, norm, epilogue, {"OUT_STRIDE": self.config.intermediate_size}, {3: out}, key)
 
     def logits(self, w: GpuMatrix, x, norm, out, rows: int, key: tuple) -> None:
         """out[r] = W x[r] for the readout rows."""

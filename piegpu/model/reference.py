@@ -1,9 +1,11 @@
 """A numpy reference forward pass of a Llama-family decoder (the oracle for the GPU path).
 
 Reads top to bottom like llama2.c's forward(): embed; per layer rmsnorm, q/k/v
-projections, rotate-half RoPE, causal grouped-query attention over the KV cache,
-o-projection, residual, rmsnorm, SwiGLU MLP, residual; final rmsnorm; logits.
-Numerics follow HF transformers' LlamaForCausalLM.
+projections (+ bias: Qwen2), per-head q/k rmsnorm (Qwen3), rotate-half RoPE (scaled as
+the config says: llama3, linear), causal grouped-query attention over the KV cache (a
+sliding window on the layers the config names: Mistral, Qwen), o-projection, residual,
+rmsnorm, SwiGLU MLP, residual; final rmsnorm; logits. The family steps are chosen from
+the config (model/family.py), as on the GPU. Numerics follow HF transformers.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from ..errors import ModelError, ValidationError
 from .checkpoint import expected_shapes, load_checkpoint
 from .config import LlamaConfig
+from .rope import inv_freq
 
 
 @dataclass
@@ -69,6 +72,13 @@ class _Layer:
     w_gate: np.ndarray
     w_up: np.ndarray
     w_down: np.ndarray
+    bq: np.ndarray | None = None  # q/k/v biases (Qwen2)
+    bk: np.ndarray | None = None
+    bv: np.ndarray | None = None
+    q_norm: np.ndarray | None = None  # per-head RMSNorm weights of q and k (Qwen3)
+    k_norm: np.ndarray | None = None
+    attn_out_norm: np.ndarray | None = None  # sandwich norms on the attention and MLP outputs (Gemma 3)
+    ffn_out_norm: np.ndarray | None = None
 
 
 def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
@@ -82,10 +92,17 @@ def silu(x: np.ndarray) -> np.ndarray:
         return x / (1.0 + np.exp(-x))
 
 
-def rope_tables(positions: np.ndarray, head_dim: int, theta: float, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin [n, head_dim] for HF's rotate-half RoPE (frequencies repeated for both halves)."""
-    inv_freq = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
-    angles = np.outer(positions.astype(np.float64), inv_freq)
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU with the tanh approximation (torch's gelu(approximate="tanh"), HF's gelu_pytorch_tanh)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi).astype(x.dtype) * (x + 0.044715 * x * x * x)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
+
+
+def rope_tables(positions: np.ndarray, freqs: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [n, head_dim] for HF's rotate-half RoPE of inverse frequencies `freqs` (repeated for both halves)."""
+    angles = np.outer(positions.astype(np.float64), freqs.astype(np.float64))
     angles = np.concatenate([angles, angles], axis=-1)
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
@@ -97,17 +114,28 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return x * cos + rotated * sin
 
 
-def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int) -> np.ndarray:
-    """Causal GQA: q [heads, n, d] at positions start.., keys/values [kv_heads, T, d] -> [heads, n, d]."""
+def attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, start: int, window: int = 0,
+              scale: float | None = None) -> np.ndarray:
+    """Causal GQA: q [heads, n, d] at positions start.., keys/values [kv_heads, T, d] -> [heads, n, d].
+
+    With a sliding `window` > 0 a query at position p sees positions p - window + 1 .. p (transformers' mask);
+    scores are q . k * scale (default 1 / sqrt(d)).
+    """
     heads, n, d = q.shape
     kv_heads, total, _ = keys.shape
     group = heads // kv_heads
     # Query head h reads KV head h // group, as HF's repeat_kv arranges it.
     qg = q.reshape(kv_heads, group, n, d)
-    scores = qg @ keys[:, None].swapaxes(-1, -2) / np.sqrt(d).astype(q.dtype)  # [kv, group, n, T]
+    if scale is None:
+        scores = qg @ keys[:, None].swapaxes(-1, -2) / np.sqrt(d).astype(q.dtype)  # [kv, group, n, T]
+    else:
+        scores = qg @ keys[:, None].swapaxes(-1, -2) * q.dtype.type(scale)
     query_pos = start + np.arange(n)[:, None]
     key_pos = np.arange(total)[None, :]
-    scores = np.where(key_pos <= query_pos, scores, -np.inf)
+    visible = key_pos <= query_pos
+    if window:
+        visible &= key_pos > query_pos - window
+    scores = np.where(visible, scores, -np.inf)
     scores = scores - scores.max(axis=-1, keepdims=True)
     probs = np.exp(scores)
     probs /= probs.sum(axis=-1, keepdims=True)
@@ -124,6 +152,8 @@ class ReferenceModel:
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValidationError(f"ReferenceModel dtype must be float32 or float64, got {self.dtype}")
+        self.freqs = [inv_freq(config.rope_for(i), config.head_dim, self.dtype)
+                      for i in range(config.num_hidden_layers)]
         for name, shape in expected_shapes(config).items():
             if name not in weights:
                 raise ModelError(f"ReferenceModel: weight {name!r} is missing (shape {list(shape)} expected)")
@@ -133,8 +163,15 @@ class ReferenceModel:
                     f"the config implies {list(shape)}"
                 )
 
+        fam = config.family
+
         def w(name: str) -> np.ndarray:
-            return np.ascontiguousarray(weights[name], dtype=self.dtype)
+            a = np.ascontiguousarray(weights[name], dtype=self.dtype)
+            return a + 1 if fam.norm_offset and name.endswith("norm.weight") else a  # Gemma: (1 + w)
+
+        def opt(name: str, wanted: bool) -> np.ndarray | None:
+            return w(name) if wanted else None
+        out_norms = fam.output_norms or (None, None)
 
         self.embed = w("model.embed_tokens.weight")
         self.layers = [
@@ -144,10 +181,17 @@ class ReferenceModel:
                 wk=w(f"model.layers.{i}.self_attn.k_proj.weight"),
                 wv=w(f"model.layers.{i}.self_attn.v_proj.weight"),
                 wo=w(f"model.layers.{i}.self_attn.o_proj.weight"),
-                post_norm=w(f"model.layers.{i}.post_attention_layernorm.weight"),
+                post_norm=w(f"model.layers.{i}.{fam.ffn_norm}.weight"),
                 w_gate=w(f"model.layers.{i}.mlp.gate_proj.weight"),
                 w_up=w(f"model.layers.{i}.mlp.up_proj.weight"),
                 w_down=w(f"model.layers.{i}.mlp.down_proj.weight"),
+                bq=opt(f"model.layers.{i}.self_attn.q_proj.bias", fam.qkv_bias),
+                bk=opt(f"model.layers.{i}.self_attn.k_proj.bias", fam.qkv_bias),
+                bv=opt(f"model.layers.{i}.self_attn.v_proj.bias", fam.qkv_bias),
+                q_norm=opt(f"model.layers.{i}.self_attn.q_norm.weight", fam.qk_norm),
+                k_norm=opt(f"model.layers.{i}.self_attn.k_norm.weight", fam.qk_norm),
+                attn_out_norm=opt(f"model.layers.{i}.{out_norms[0]}.weight", fam.sandwich_norms),
+                ffn_out_norm=opt(f"model.layers.{i}.{out_norms[1]}.weight", fam.sandwich_norms),
             )
             for i in range(config.num_hidden_layers)
         ]
@@ -175,22 +219,32 @@ class ReferenceModel:
             raise ValidationError(f"forward: token id out of range [0, {c.vocab_size}): {ids.min()}..{ids.max()}")
         n, start = ids.size, cache.length
         heads, kv_heads, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        cos, sin = rope_tables(np.arange(start, start + n), hd, c.rope_theta, self.dtype)
+        act = ACTIVATIONS[c.family.act]
 
         x = self.embed[ids]  # [n, hidden]
+        if c.family.embed_scale:
+            x = x * self.dtype.type(np.sqrt(c.hidden_size))
         for i, layer in enumerate(self.layers):
+            cos, sin = rope_tables(np.arange(start, start + n), self.freqs[i], self.dtype)
             # attention block
             h = rmsnorm(x, layer.input_norm, c.rms_norm_eps)
-            q = (h @ layer.wq.T).reshape(n, heads, hd).transpose(1, 0, 2)
-            k = (h @ layer.wk.T).reshape(n, kv_heads, hd).transpose(1, 0, 2)
-            v = (h @ layer.wv.T).reshape(n, kv_heads, hd).transpose(1, 0, 2)
+            q, k, v = h @ layer.wq.T, h @ layer.wk.T, h @ layer.wv.T
+            if layer.bq is not None:
+                q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
+            q = q.reshape(n, heads, hd).transpose(1, 0, 2)
+            k = k.reshape(n, kv_heads, hd).transpose(1, 0, 2)
+            v = v.reshape(n, kv_heads, hd).transpose(1, 0, 2)
+            if layer.q_norm is not None:
+                q, k = rmsnorm(q, layer.q_norm, c.rms_norm_eps), rmsnorm(k, layer.k_norm, c.rms_norm_eps)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             keys, values = cache.write(i, k, v)
-            att = attention(q, keys, values, start)
-            x = x + att.transpose(1, 0, 2).reshape(n, heads * hd) @ layer.wo.T
+            att = attention(q, keys, values, start, c.window(i), c.attention_scale if c.query_pre_attn_scalar else None)
+            o = att.transpose(1, 0, 2).reshape(n, heads * hd) @ layer.wo.T
+            x = x + (o if layer.attn_out_norm is None else rmsnorm(o, layer.attn_out_norm, c.rms_norm_eps))
             # MLP block
             h = rmsnorm(x, layer.post_norm, c.rms_norm_eps)
-            x = x + (silu(h @ layer.w_gate.T) * (h @ layer.w_up.T)) @ layer.w_down.T
+            m = (act(h @ layer.w_gate.T) * (h @ layer.w_up.T)) @ layer.w_down.T
+            x = x + (m if layer.ffn_out_norm is None else rmsnorm(m, layer.ffn_out_norm, c.rms_norm_eps))
         cache.advance(n)
 
         x = rmsnorm(x, self.norm, c.rms_norm_eps)

@@ -25,6 +25,11 @@ class LayerWeights:
     down: HostMatrix
     input_norm: np.ndarray
     post_norm: np.ndarray
+    qkv_bias: np.ndarray | None = None  # [q | k | v] bias in the qkv row order (Qwen2)
+    q_norm: np.ndarray | None = None  # per-head RMSNorm weights [head_dim] in pair order (Qwen3)
+    k_norm: np.ndarray | None = None
+    attn_out_norm: np.ndarray | None = None  # sandwich norms on the attention / MLP outputs (Gemma 3)
+    ffn_out_norm: np.ndarray | None = None
 
 
 @dataclass
@@ -61,6 +66,13 @@ def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool) -> ModelWeights
     _check_config(c)
     po_q = pair_order(c.num_attention_heads * c.head_dim, c.head_dim)
     po_k = pair_order(c.num_key_value_heads * c.head_dim, c.head_dim)
+    po_head = pair_order(c.head_dim, c.head_dim)
+    fam = c.family
+    if fam.norm_offset:  # Gemma stores RMSNorm weights as w - 1: the GPU reads (1 + w)
+        raw_vector = vector
+        vector = lambda name: raw_vector(name) + np.float32(1) if name.endswith("norm.weight") \
+            else raw_vector(name)  # noqa: E731
+    out_norms = fam.output_norms
     layers = []
     for i in range(c.num_hidden_layers):
         p = f"model.layers.{i}."
@@ -72,7 +84,14 @@ def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool) -> ModelWeights
                                     f"layer {i} mlp"),
             down=matrix(p + "mlp.down_proj.weight", None),
             input_norm=vector(p + "input_layernorm.weight"),
-            post_norm=vector(p + "post_attention_layernorm.weight")))
+            post_norm=vector(p + fam.ffn_norm + ".weight"),
+            qkv_bias=np.concatenate([vector(p + "self_attn.q_proj.bias")[po_q],
+                                     vector(p + "self_attn.k_proj.bias")[po_k],
+                                     vector(p + "self_attn.v_proj.bias")]) if fam.qkv_bias else None,
+            q_norm=vector(p + "self_attn.q_norm.weight")[po_head] if fam.qk_norm else None,
+            k_norm=vector(p + "self_attn.k_norm.weight")[po_head] if fam.qk_norm else None,
+            attn_out_norm=vector(p + out_norms[0] + ".weight") if out_norms else None,
+            ffn_out_norm=vector(p + out_norms[1] + ".weight") if out_norms else None))
     lm = matrix("lm_head.weight", None) if has_lm_head and not c.tie_word_embeddings else None
     return ModelWeights(c, matrix("model.embed_tokens.weight", None), layers, vector("model.norm.weight"), lm)
 

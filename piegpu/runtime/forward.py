@@ -102,6 +102,28 @@ class ForwardPass:
         self.epilogue_fn = fn
         return fn
 
+    def epilogue_program(self, prog, channels: dict | None = None):
+        """A decoded eta container (from any tracer: Python, JS, Rust) as this pass's epilogue.
+
+        `channels` binds each channel the container declares, by name, to a Channel of the same
+        cell type: {"token_in": ch, ...}. A missing, extra or mistyped binding is a ValidationError.
+        """
+        prog = as_program(prog, "epilogue_program")
+        if prog.input_types:
+            raise ValidationError(f"epilogue_program: the program takes {len(prog.input_types)} positional "
+                                  f"input(s) {[repr(t) for t in prog.input_types]}, but an epilogue gets none (it "
+                                  "reads intrinsics and channels). Fix: trace it without inputs, reading the logits "
+                                  "with intrinsics.output(0); a (logits, state) -> token sampler container goes to "
+                                  "model.generate(..., sampler=prog)")
+        bound = bind_channels(prog, channels or {}, "epilogue_program")
+
+        def replay():
+            return inline_program(prog, (), bound)
+
+        replay.__qualname__ = f"program {prog.hash[:12]}"
+        self.epilogue_fn = replay
+        return prog
+
     # ---- checks the pipeline runs before the first submit -------------------------------------
     def token_count(self) -> int:
         """Tokens embedded per pass (the tokens channel's cell length)."""
@@ -184,3 +206,79 @@ def readout_rows_of(seqs: list, spec: tuple | None) -> list:
                                   f"not exist. Fix: fwd.readout(count, first) within every sequence's tokens")
         out.append((start + f, count))
     return out
+
+
+def as_program(prog, where: str):
+    """`prog` as an eta.Program: a Program, or container bytes (decoded and validated)."""
+    from ..eta.program import Program
+    if isinstance(prog, (bytes, bytearray, memoryview)):
+        return Program.from_bytes(bytes(prog))
+    if not isinstance(prog, Program):
+        raise ValidationError(f"{where}: expected an eta.Program or container bytes, got {type(prog).__name__}. "
+                              "Fix: eta.Program.from_bytes(open('x.eta', 'rb').read())")
+    return prog
+
+
+def bind_channels(prog, channels: dict, where: str) -> list:
+    """slot -> Channel for each channel `prog` declares, from a {name: Channel} mapping (ValidationError if off)."""
+    if not isinstance(channels, dict):
+        raise ValidationError(f"{where}: channels must be a dict {{name: Channel}}, got {type(channels).__name__}")
+    names = list(prog.channel_names)
+    missing = [n for n in names if n not in channels]
+    extra = sorted(set(channels) - set(names), key=str)
+    if missing:
+        raise ValidationError(f"{where}: the program uses channel(s) {missing} but channels= binds no such "
+                              f"name. Fix: channels={{{', '.join(repr(n) + ': ch' for n in names)}}}")
+    if extra:
+        raise ValidationError(f"{where}: channels= binds {extra}, which the program does not declare (it "
+                              f"declares {names}). Fix: drop them, or check the names the tracer gave")
+    bound = []
+    for name, cell in zip(names, prog.channels):
+        ch = channels[name]
+        if not isinstance(ch, Channel):
+            raise ValidationError(f"{where}: channels[{name!r}] is {type(ch).__name__}, not a Channel. "
+                                  f"Fix: Channel({list(cell.shape)}, dtype.{cell.dtype.name})")
+        if ch.cell != cell:
+            raise ValidationError(f"{where}: channel {name!r} holds {ch.cell!r} cells but the program declares "
+                                  f"it {cell!r}. Fix: bind a Channel({list(cell.shape)}, dtype.{cell.dtype.name})")
+        if any(ch is c for c in bound):
+            raise ValidationError(f"{where}: one Channel is bound to two names of the program. Fix: one Channel "
+                                  "per name")
+        bound.append(ch)
+    return bound
+
+
+def inline_program(prog, args=(), channels=()) -> list:
+    """Record `prog`'s nodes into the trace in progress; returns its outputs.
+
+    Positional inputs come from `args`, channel slot k is `channels[k]`, intrinsics are the
+    pass's own (their types must match). A decoded container thus becomes part of an epilogue.
+    """
+    from ..eta import intrinsics
+    from ..eta.tracer import current
+    types = list(prog.input_types)
+    if len(args) != len(types) or any(a.type != t for a, t in zip(args, types)):
+        got = [getattr(a, "type", a) for a in args]
+        raise ValidationError(f"the program takes inputs {types}, got {got}. Fix: pass tensors of those types")
+    b = current()
+    vals: dict = {}
+    for i, n in enumerate(prog.nodes):
+        a = n.attr
+        if n.op == "input":
+            vals[i] = args[a["index"]]
+        elif n.op == "chan_take":
+            vals[i] = channels[a["slot"]].take()
+        elif n.op == "chan_read":
+            vals[i] = channels[a["slot"]].read()
+        elif n.op == "chan_put":
+            channels[a["slot"]].put(vals[n.inputs[0]])
+        elif n.op == "intrinsic":
+            t = intrinsics.outputs(a["name"]) if len(n.type.shape) == 2 else intrinsics.output(a["index"], a["name"])
+            if t.type != n.type:
+                raise ValidationError(f"the program reads intrinsic {a['name']!r} row {a['index']} as {n.type!r}, "
+                                      f"but this pass provides {t.type!r}. Fix: trace it for this model "
+                                      f"(vocab {intrinsics.vocab()}, {intrinsics.readouts()} readout row(s))")
+            vals[i] = t
+        else:
+            vals[i] = b.add(n.op, [vals[j] for j in n.inputs], **a)
+    return [vals[j] for j in prog.outputs]

@@ -91,22 +91,33 @@ class Session:
         Returns how many tokens were reused. The last token is left for the decode loop to embed.
         """
         ids = list(ids)
-        if len(self.tokens) != self.ws.length:  # unknown contents: start over
-            self.tokens = []
-            self.ws.reset()
-        keep = 0
-        for a, b in zip(self.tokens, ids[:-1]):
-            if a != b:
-                break
-            keep += 1
-        if keep < self.ws.length:
-            self.ws.set_length(keep)
-        self.tokens = ids[:keep]
-        self.pending = None
+        keep = self.common_prefix(ids)
+        self.truncate(keep)
         self.prefill.clear()
         await self.prefill.run(self.pipe, ids[keep:-1])
         self.tokens = ids[:-1]
         return keep
+
+    def common_prefix(self, ids: list) -> int:
+        """How many leading tokens of `ids` (all but its last, which a decode loop must embed) the working set holds.
+
+        Tokens of unknown identity (the working set was extended outside this session) match nothing.
+        """
+        self.sync()
+        keep = 0
+        for a, b in zip(self.tokens, list(ids)[:-1]):
+            if a != b:
+                break
+            keep += 1
+        return keep
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n tokens of the working set (device and host views); a pending token is dropped."""
+        self.sync()
+        if n != self.ws.length:
+            self.ws.set_length(n)  # raises a ValidationError beyond what it holds
+        self.tokens = self.tokens[:n]
+        self.pending = None
 
     def fork(self) -> "Session":
         """A session on a device-side copy of this working set (ws.fork()), knowing the same tokens."""

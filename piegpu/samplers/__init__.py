@@ -2,12 +2,12 @@
 
 A Sampler is a chain, applied along the last axis of the logits:
 
-    sanitize (NaN -> -inf) -> [grammar mask] -> processors (penalties, watermark, ...)
+    sanitize (NaN -> -inf) -> [grammar mask] -> processors (logit bias, penalties, DRY, watermark, ...)
     -> temperature -> truncations (top-n-sigma, top-k, tail-free, top-p, min-p, top-a, typical, epsilon,
        eta, XTC, dynamic temperature, Mirostat v2 or v1) -> Gumbel-max draw (argmax when the temperature is 0)
 
 The llama.cpp stages (XTC, TopNSigma, DynamicTemperature, TailFree, MirostatV1, LogitBias) are in
-llamacpp.py, with where they differ from llama.cpp's src/llama-sampling.cpp.
+llamacpp.py, DRY in dry.py, with where they differ from llama.cpp's src/llama-sampling.cpp.
 
 Stages that remember something between passes (seen-token counts, Mirostat's mu, the
 RNG state [key, counter]) declare it as StateSpecs. A decode loop keeps each state in
@@ -17,6 +17,7 @@ state is loop-carried on the device and never crosses to the host.
 
 from ..dtypes import dtype
 from .chain import RNG_STATE, Sampler, SamplerStates, rng_advance
+from .dry import DRY
 from .llamacpp import XTC, DynamicTemperature, LogitBias, MirostatV1, TailFree, TopNSigma
 from .penalties import Penalties
 from .spec import (NAMES, OPTION_ORDER, OPTIONS, TRUNCATIONS, chain, epsilon_cutoff, eta_cutoff, from_spec, greedy,
@@ -26,6 +27,6 @@ from .truncations import EpsilonCutoff, EtaCutoff, MinP, Mirostat, TopA, TopK, T
 
 __all__ = ["Sampler", "Stage", "Processor", "Truncation", "StateSpec", "SeqContext", "SamplerStates", "TopK", "TopP",
            "MinP", "TopA", "Typical", "EpsilonCutoff", "EtaCutoff", "Mirostat", "Penalties", "XTC", "TopNSigma",
-           "DynamicTemperature", "TailFree", "MirostatV1", "LogitBias", "greedy", "temperature",
+           "DynamicTemperature", "TailFree", "MirostatV1", "LogitBias", "DRY", "greedy", "temperature",
            "top_k", "top_p", "min_p", "top_a", "typical", "epsilon_cutoff", "eta_cutoff", "mirostat", "chain",
            "from_spec", "rng_advance", "NAMES", "OPTIONS", "OPTION_ORDER", "TRUNCATIONS", "RNG_STATE", "dtype"]

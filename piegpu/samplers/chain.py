@@ -107,6 +107,14 @@ class Sampler:
         truncs.sort(key=lambda t: isinstance(t, Mirostat))  # Mirostat stays last
         return replace(self, processors=tuple(procs), truncations=tuple(truncs))
 
+    def for_tokenizer(self, tokenizer) -> "Sampler":
+        """This sampler with the stages that need the vocabulary (DRY's string sequence breakers) resolved."""
+        from .dry import DRY
+        if not any(isinstance(p, DRY) and p.needs_tokenizer for p in self.processors):
+            return self
+        procs = tuple(p.resolve(tokenizer) if isinstance(p, DRY) else p for p in self.processors)
+        return replace(self, processors=procs)
+
     def with_penalties(self, repetition: float = 1.0, presence: float = 0.0, frequency: float = 0.0) -> "Sampler":
         """This sampler with repetition/presence/frequency penalties (a no-op stage is not added).
 
@@ -118,6 +126,15 @@ class Sampler:
         bias = tuple(s for s in rest if isinstance(s, LogitBias))
         rest = tuple(s for s in rest if not isinstance(s, LogitBias))
         return replace(self, processors=bias + ((p,) if p.active else ()) + rest)
+
+    def with_dry(self, dry) -> "Sampler":
+        """This sampler with a DRY stage (replacing any), after the logit bias and penalties (llama.cpp's order)."""
+        from .dry import DRY
+        from .llamacpp import LogitBias
+        rest = tuple(s for s in self.processors if not isinstance(s, DRY))
+        head = tuple(s for s in rest if isinstance(s, (LogitBias, Penalties)))
+        rest = tuple(s for s in rest if not isinstance(s, (LogitBias, Penalties)))
+        return replace(self, processors=head + ((dry,) if not dry.off else ()) + rest)
 
     @property
     def trace_key(self) -> tuple:
@@ -145,7 +162,7 @@ class Sampler:
         for st in self._stages():
             out.update(st.initial(ctx))
         if self.needs_rng:
-            out[RNG_STATE] = np.array([ctx.seed & 0xFFFFFFFF, 0], np.uint32)
+            out[RNG_STATE] = np.array([ctx.seed & 0xFFFFFFFF, ctx.draws & 0xFFFFFFFF], np.uint32)
         return out
 
     # ---- traced ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from ..errors import ValidationError
 from .chain import Sampler
+from .dry import DRY
 from .llamacpp import XTC, DynamicTemperature, LogitBias, MirostatV1, TailFree, TopNSigma
 from .penalties import Penalties
 from .state import Truncation, check_temperature
@@ -91,10 +92,14 @@ OPTION_ORDER = (("top_n_sigma", "top-n-sigma"), ("top_k", "top-k"), ("tfs_z", "t
                 ("mirostat", "mirostat"), ("mirostat_v1", "mirostat-v1"))
 # options that only qualify another: {option: the option it needs}
 SECONDARY = {"mirostat_eta": ("mirostat", "mirostat_v1"), "mirostat_m": ("mirostat_v1",),
-             "xtc_threshold": ("xtc_probability",), "dynatemp_exponent": ("dynatemp_range",)}
+             "xtc_threshold": ("xtc_probability",), "dynatemp_exponent": ("dynatemp_range",),
+             "dry_base": ("dry_multiplier",), "dry_allowed_length": ("dry_multiplier",),
+             "dry_penalty_last_n": ("dry_multiplier",), "dry_sequence_breakers": ("dry_multiplier",)}
+# DRY's options (a processor, after the penalties as in llama.cpp's chain); the rest default to llama.cpp's
+DRY_OPTIONS = ("dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers")
 OPTIONS = tuple(k for k, _ in OPTION_ORDER) + ("mirostat_eta", "mirostat_m", "xtc_threshold", "dynatemp_exponent",
                                                 "repetition_penalty", "presence_penalty", "frequency_penalty",
-                                                "logit_bias", "samplers")
+                                                "logit_bias", "samplers") + DRY_OPTIONS
 # llama.cpp's --samplers names (and piegpu's) -> the option whose stage they place; None: accepted, nothing to place
 SAMPLER_ORDER_NAMES = {
     "top_n_sigma": "top_n_sigma", "top-n-sigma": "top_n_sigma", "top_k": "top_k", "top-k": "top_k",
@@ -160,7 +165,9 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
     dynatemp_range + dynatemp_exponent (1.0) around `temperature`, mirostat_v1=TAU (with
     mirostat_eta and mirostat_m, 100), logit_bias={token_id: bias}, and samplers= the order of
     the truncations as llama.cpp's --samplers names ("top_k;top_p;min_p;xtc;temperature"); a
-    stage option whose name the order leaves out is an error.
+    stage option whose name the order leaves out is an error. DRY: dry_multiplier (0 = off) with
+    dry_base (1.75), dry_allowed_length (2), dry_penalty_last_n (-1) and dry_sequence_breakers
+    (newline, ':', '"', '*'); it runs after the penalties, as in llama.cpp's default chain.
     """
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -174,6 +181,8 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
     for key, needs in SECONDARY.items():
         if key != "mirostat_eta" and key in opts and not any(n in opts for n in needs):
             raise ValidationError(f"{key} is set but {needs[0]} is not. Fix: add {needs[0]}=... or drop {key}")
+    dry_args = {k[4:]: opts.pop(k) for k in DRY_OPTIONS if k in opts}
+    dry = DRY(**{"sequence_breakers" if k == "sequence_breakers" else k: v for k, v in dry_args.items()})
     extra_args = {k: opts.pop(k) for k in list(SECONDARY) if k in opts}
     extra_args["temperature"] = temperature
     bias = LogitBias(opts.pop("logit_bias", ()))
@@ -212,6 +221,8 @@ def from_spec(spec=None, temperature: float = 1.0, value: float | None = None, *
         if t == 0.0:
             base = Sampler(0.0)
     s = base.then(*extra) if extra and not base.greedy else base
+    if not dry.off:
+        s = s.with_dry(dry)
     if pen.active:
         s = s.with_penalties(pen.repetition, pen.presence, pen.frequency)
     if not bias.off:

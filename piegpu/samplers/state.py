@@ -22,11 +22,13 @@ class StateSpec:
 
 @dataclass(frozen=True)
 class SeqContext:
-    """What initial states may depend on: the sequence's tokens so far (last = pending), vocab, seed."""
+    """What initial states may depend on: the sequence's tokens so far (last = pending), vocab, seed,
+    and how many draws the RNG already made (a run re-seeded mid-way goes on with fresh noise)."""
 
     tokens: tuple
     vocab: int
     seed: int = 0
+    draws: int = 0
 
 
 class Stage:

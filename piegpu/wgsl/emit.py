@@ -10,17 +10,21 @@ from __future__ import annotations
 from ..kernel import ir
 from ..kernel.cstyle import CStyle, f32_bits, f32_repr, grid
 
-VERSION = "wgsl-3"
+VERSION = "wgsl-4"
 
 PRELUDE = """\
+// NaN and inf from their bits through a function: a function call is never a WGSL
+// const-expression, while bitcast<f32>(0x7fc00000u) is one, and a const-expression
+// that yields NaN or inf is a shader-creation error (Tint rejects it; naga accepts it).
+fn eta_f32_bits(bits: u32) -> f32 { return bitcast<f32>(bits); }
 fn eta_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn eta_isinf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn eta_max_f32(a: f32, b: f32) -> f32 {
-  if (eta_isnan(a) || eta_isnan(b)) { return bitcast<f32>(0x7fc00000u); }
+  if (eta_isnan(a) || eta_isnan(b)) { return eta_f32_bits(0x7fc00000u); }
   return max(a, b);
 }
 fn eta_min_f32(a: f32, b: f32) -> f32 {
-  if (eta_isnan(a) || eta_isnan(b)) { return bitcast<f32>(0x7fc00000u); }
+  if (eta_isnan(a) || eta_isnan(b)) { return eta_f32_bits(0x7fc00000u); }
   return min(a, b);
 }
 // NaN != x is true (unordered), whatever the driver's float compare does
@@ -41,7 +45,7 @@ fn eta_f2u(x: f32) -> u32 {
 fn eta_fmod(a: f32, b: f32) -> f32 {
   let ua = bitcast<u32>(a) & 0x7fffffffu;
   let ub = bitcast<u32>(b) & 0x7fffffffu;
-  if (eta_isnan(a) || eta_isnan(b) || eta_isinf(a) || ub == 0u) { return bitcast<f32>(0x7fc00000u); }
+  if (eta_isnan(a) || eta_isnan(b) || eta_isinf(a) || ub == 0u) { return eta_f32_bits(0x7fc00000u); }
   if (eta_isinf(b) || ua < ub) { return a; }
   let sign = bitcast<u32>(a) & 0x80000000u;
   var ea = i32(ua >> 23u);
@@ -80,16 +84,16 @@ fn eta_fmod(a: f32, b: f32) -> f32 {
 }
 fn eta_pow(a: f32, b: f32) -> f32 {
   if (b == 0.0 || a == 1.0) { return 1.0; }
-  if (eta_isnan(a) || eta_isnan(b)) { return bitcast<f32>(0x7fc00000u); }
+  if (eta_isnan(a) || eta_isnan(b)) { return eta_f32_bits(0x7fc00000u); }
   let m = abs(a);
   if (m == 1.0 && eta_isinf(b)) { return 1.0; }
   let half = b * 0.5;
   let integral = floor(b) == b;
   let odd = integral && floor(half) != half;
-  if (a < 0.0 && !integral && !eta_isinf(a)) { return bitcast<f32>(0x7fc00000u); }
+  if (a < 0.0 && !integral && !eta_isinf(a)) { return eta_f32_bits(0x7fc00000u); }
   var r: f32;
   if (m == 0.0) {
-    r = select(bitcast<f32>(0x7f800000u), 0.0, b > 0.0);
+    r = select(eta_f32_bits(0x7f800000u), 0.0, b > 0.0);
   } else {
     r = exp2(b * log2(m));
   }
@@ -139,7 +143,7 @@ class WGSL(CStyle):
         if dt == ir.F32:
             v = float(value)
             if v != v or v in (float("inf"), float("-inf")):
-                return f"bitcast<f32>({f32_bits(v):#010x}u)"
+                return f"eta_f32_bits({f32_bits(v):#010x}u)"  # not a const-expression: see PRELUDE
             return f32_repr(v)
         if dt == ir.I32:
             v = int(value)

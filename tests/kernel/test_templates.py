@@ -36,8 +36,8 @@ FITS = {
     ("cumsum", 64): (1_500_000, 1_700_000),
     ("top_k", 256): (300_000, 400_000),
     ("top_k", 64): (85_000, 100_000),
-    ("sort", 256): (100_000, 1 << 18),
-    ("sort", 1024): (480_000, 1 << 20),
+    # sort: rows too long for one workgroup are sorted by several dispatches instead of refused
+    # (kernel/sorting.py; tests/browser/test_sort_dispatches.py checks both sides of that switch)
     ("matmul", 256): (LOOP_BUDGET, LOOP_BUDGET + 1),
 }
 

@@ -71,14 +71,14 @@ def test_mistral_without_sliding_window_is_accepted():
     assert c.to_dict()["model_type"] == "mistral"
 
 
-def test_mistral_with_sliding_window_is_rejected(tmp_path):
-    path = write_config(tmp_path, {**SMOLLM2, "architectures": ["MistralForCausalLM"], "sliding_window": 4096})
-    with pytest.raises(ModelError, match="sliding_window") as e:
-        LlamaConfig.from_file(path)
-    assert str(path) in str(e.value)
+def test_mistral_sliding_window_applies_to_every_layer(tmp_path):
+    c = LlamaConfig.from_file(write_config(tmp_path, {**SMOLLM2, "architectures": ["MistralForCausalLM"],
+                                                      "sliding_window": 4096}))
+    assert c.layer_windows == (4096,) * 30 and c.window(7) == 4096
+    assert LlamaConfig.from_dict(c.to_dict()) == c
 
 
-@pytest.mark.parametrize("arch", ["GPT2LMHeadModel", "Qwen2ForCausalLM", "Gemma2ForCausalLM"])
+@pytest.mark.parametrize("arch", ["GPT2LMHeadModel", "Gemma3ForConditionalGeneration", "Gemma2ForCausalLM"])
 def test_unsupported_architecture_names_file_and_fix(tmp_path, arch):
     path = write_config(tmp_path, {**SMOLLM2, "architectures": [arch]})
     with pytest.raises(ModelError) as e:

@@ -254,3 +254,77 @@ def logit_bias(x, bias: dict):
     for tok, b in bias.items():
         x[tok] = -np.inf if b == -np.inf else x[tok] + b
     return x
+
+
+def dry(x, history, multiplier, base, allowed_length, penalty_last_n, breakers, context_size=4096):
+    """llama.cpp's llama_sampler_dry_apply, step for step (ring buffer, restart scan, Z-algorithm, penalties).
+
+    `history`: every accepted token (oldest first); `breakers`: token sequences (head, tail...).
+    Returns float32 logits, as llama.cpp computes them (float logit -= float * double pow).
+    """
+    x = np.asarray(x, np.float32).copy()
+    if multiplier == 0.0 or base < 1.0 or penalty_last_n == 0:
+        return x
+    eff = context_size if penalty_last_n == -1 else max(penalty_last_n, 0)
+    last = list(history)[-eff:]  # the ring buffer keeps the last `eff` accepted tokens
+    n = min(len(last), eff, context_size)
+    if n <= allowed_length:
+        return x
+
+    def rat(i):
+        return last[len(last) - 1 - i]
+    heads: dict = {}
+    for b in breakers:
+        heads.setdefault(b[0], []).append(list(b[1:]))
+    rep_limit = n
+    for i in range(n):
+        tails = heads.get(rat(i))
+        if tails is None:
+            continue
+        longest = -1
+        for t in tails:
+            if len(t) > longest and len(t) <= i and all(t[o] == rat(i - o - 1) for o in range(len(t))):
+                longest = len(t)
+        if longest >= 0:
+            rep_limit = i - longest
+            break
+    if rep_limit < allowed_length:
+        return x
+    count = [0] * n
+    lst, rt, lt = n - 1, 0, 0
+    for k in range(1, n):
+        if k > rt:
+            m = 0
+            while m + k < n and rat(m) == rat(m + k):
+                m += 1
+            count[lst - k] = min(m, rep_limit)
+            if m > 0:
+                lt, rt = k, k + m - 1
+        else:
+            p = k - lt
+            right = rt - k + 1
+            if count[lst - p] < right:
+                count[lst - k] = min(count[lst - p], rep_limit)
+            else:
+                i = rt + 1
+                while i < n and rat(i) == rat(i - k):
+                    i += 1
+                count[lst - k] = min(i - k, rep_limit)
+                lt, rt = k, i - 1
+    best: dict = {}
+    for i in range(n - 1):
+        r = count[i]
+        if r >= allowed_length:
+            tok = rat(n - 2 - i)
+            if tok not in best or best[tok] < r:
+                best[tok] = r
+    b32 = np.float32(base)
+    max_exp = int(np.float32(88.7228391) / np.float32(np.log(b32))) if b32 > np.float32(1.000001) else 0
+    for tok, r in best.items():
+        if not 0 <= tok < x.size or any(len(t) == 0 for t in heads.get(tok, [])):
+            continue
+        e = r - allowed_length
+        if max_exp > 0 and e > max_exp:
+            e = max_exp
+        x[tok] = np.float32(np.float64(x[tok]) - np.float64(np.float32(multiplier)) * np.float64(b32) ** e)
+    return x

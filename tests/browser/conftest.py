@@ -1,0 +1,34 @@
+"""The browser tests' one Chromium per session (tests/browser/harness.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.harness import Browser, missing
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium with the WGSL harness page; skips with the install command when absent.
+
+    In CI (PIEGPU_STRICT_SKIPS=1) tests/conftest.py turns that skip into a failure.
+    """
+    why = missing()
+    if why is not None:
+        print(f"browser tests skipped: {why}")
+        pytest.skip(why)
+    b = Browser()
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="session")
+def model_capture(gpu):
+    """The default model's shader specialisations and real logits (tests/browser/model_capture.py)."""
+    from piegpu.errors import ModelError
+    from piegpu.loaded import load_model
+    from tests.browser.model_capture import capture
+    try:
+        return capture(lambda: load_model(verbose=False))
+    except ModelError as e:
+        pytest.skip(f"default model unavailable: {e}")

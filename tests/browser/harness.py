@@ -1,0 +1,127 @@
+"""Chromium's WebGPU (Dawn + Tint on SwiftShader) as a second WGSL implementation for the tests.
+
+A session starts one headless Chromium (Debian's /usr/bin/chromium, driven by Playwright
+for Python; no browser is ever downloaded) on a fresh profile, serves tests/browser/page/
+from 127.0.0.1 (WebGPU needs a secure origin), and calls page/harness.js through
+page.evaluate. Items are sent in batches: one evaluate compiles or runs many shaders.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+PAGE = Path(__file__).parent / "page"
+CHROMIUM = os.environ.get("PIEGPU_CHROMIUM", "/usr/bin/chromium")
+# --enable-unsafe-webgpu is what exposes navigator.gpu on Linux (without it: no adapter);
+# --use-webgpu-adapter=swiftshader pins the CPU adapter so results do not depend on a GPU;
+# --no-sandbox because CI runs as root. Vulkan needs no feature flag: SwiftShader is built in.
+FLAGS = ("--headless", "--no-sandbox", "--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader",
+         "--disable-gpu-sandbox", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync")
+# Limits the harness asks the device for (the adapter's maximum of each): the planner uses them.
+LIMITS = ("maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX", "maxComputeWorkgroupsPerDimension",
+          "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeWorkgroupStorageSize",
+          "maxStorageBuffersPerShaderStage", "maxUniformBufferBindingSize")
+BATCH = 40  # items per page.evaluate: big enough to amortize the round trip, small enough to bound memory
+
+
+def b64_words(arr: np.ndarray) -> str:
+    """An array's raw little-endian bytes as base64 (what harness.js writes into a buffer)."""
+    return base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode("ascii")
+
+
+def words_b64(text: str) -> np.ndarray:
+    """base64 from harness.js back to u32 words."""
+    return np.frombuffer(base64.b64decode(text), dtype=np.uint32).copy()
+
+
+class HarnessError(RuntimeError):
+    """The browser or the page failed outside any one item (device lost, page crashed)."""
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def serve(directory: Path) -> http.server.ThreadingHTTPServer:
+    """An HTTP server on a free port of 127.0.0.1 serving `directory` from a daemon thread."""
+    handler = functools.partial(_Quiet, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, name="browser-page", daemon=True).start()
+    return server
+
+
+def missing() -> str | None:
+    """Why the harness cannot start here (None when Chromium and Playwright are both installed)."""
+    if not Path(CHROMIUM).exists():
+        return (f"Chromium is not installed at {CHROMIUM}. Fix: apt-get install chromium "
+                "(scripts/setup.sh does it), or point PIEGPU_CHROMIUM at a Chromium binary")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright for Python is not installed. Fix: pip install -e '.[test]' (or pip install playwright)"
+    return None
+
+
+class Browser:
+    """One headless Chromium with the harness page open; close() ends the browser and the server."""
+
+    def __init__(self):
+        from playwright.sync_api import sync_playwright
+        self._profile = tempfile.mkdtemp(prefix="piegpu-chromium-")
+        self._server = serve(PAGE)
+        self._pw = sync_playwright().start()
+        try:
+            self._context = self._pw.chromium.launch_persistent_context(
+                self._profile, executable_path=CHROMIUM, headless=True, args=list(FLAGS))
+            self.page = self._context.new_page()
+            self.console: list = []
+            self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
+            self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
+            self.page.goto(f"http://127.0.0.1:{self._server.server_address[1]}/index.html")
+            self.info = self.page.evaluate("names => harness.init(names)", list(LIMITS))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def limits(self) -> dict:
+        """The WebGPU device's limits (camelCase names)."""
+        return self.info["limits"]
+
+    def _call(self, fn: str, items: list) -> list:
+        results = []
+        for i in range(0, len(items), BATCH):
+            reply = self.page.evaluate(f"items => harness.{fn}(items)", items[i: i + BATCH])
+            if reply["stray"]:
+                raise HarnessError(f"harness.{fn}: errors outside any item: {reply['stray']}; console: {self.console}")
+            results.extend(reply["results"])
+        return results
+
+    def compile(self, items: list) -> list:
+        """Compile [{label, code, entry_points, bindings: [[index, kind]]}]: per item {label, errors, warnings}."""
+        return self._call("compile", items)
+
+    def run(self, items: list) -> list:
+        """Run eta program items (eta_items.program_item): per item {label, errors, warnings, output?}."""
+        return self._call("run", items)
+
+    def close(self) -> None:
+        """Close the browser, stop Playwright and the server, delete the profile."""
+        for step in (lambda: self._context.close(), lambda: self._pw.stop(), self._server.shutdown,
+                     self._server.server_close):
+            try:
+                step()
+            except Exception:
+                pass
+        shutil.rmtree(self._profile, ignore_errors=True)

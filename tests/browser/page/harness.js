@@ -1,0 +1,193 @@
+"use strict";
+// piegpu's WGSL harness inside Chromium's WebGPU (Dawn, Tint, SwiftShader). The Python tests
+// (tests/browser/harness.py) call these functions through Playwright's page.evaluate:
+//   harness.init(limitNames)  -> adapter info, features and the device's limits
+//   harness.compile(items)    -> per shader: Tint's messages and pipeline errors
+//   harness.run(items)        -> per eta program: errors, or its outputs read back
+// Buffers cross as base64 strings of little-endian 32-bit words. Every item is checked on
+// its own, so one bad shader reports its errors without hiding the others'.
+
+const harness = (() => {
+  let device = null;
+  const stray = [];  // uncaptured errors and device loss: reported by the next call
+
+  const BUFFER_TYPES = {"uniform": "uniform", "storage-read": "read-only-storage", "storage-rw": "storage"};
+
+  async function init(limitNames) {
+    if (!navigator.gpu) {
+      throw new Error("navigator.gpu is missing: start Chromium with --enable-unsafe-webgpu and load the page " +
+                      "from a secure origin (http://127.0.0.1)");
+    }
+    const adapter = await navigator.gpu.requestAdapter();
+    if (!adapter) {
+      throw new Error("requestAdapter() gave no adapter: start Chromium with --enable-unsafe-webgpu " +
+                      "--use-webgpu-adapter=swiftshader");
+    }
+    const requiredLimits = {};
+    for (const name of limitNames) {
+      if (adapter.limits[name] !== undefined) requiredLimits[name] = adapter.limits[name];
+    }
+    device = await adapter.requestDevice({requiredLimits});
+    device.lost.then((info) => stray.push(`device lost (${info.reason}): ${info.message}`));
+    device.addEventListener("uncapturederror", (e) => stray.push(`uncaptured: ${e.error.message}`));
+    const limits = {};
+    for (const key in device.limits) limits[key] = device.limits[key];
+    const info = adapter.info || {};
+    return {vendor: info.vendor, architecture: info.architecture, device: info.device,
+            description: info.description, features: [...adapter.features], limits};
+  }
+
+  function needDevice() {
+    if (!device) throw new Error("harness.init() was not called");
+  }
+
+  function takeStray() {
+    return stray.splice(0, stray.length);
+  }
+
+  function layoutFor(bindings) {
+    const entries = bindings.map(([binding, kind]) => {
+      const type = BUFFER_TYPES[kind];
+      if (!type) throw new Error(`unknown binding kind ${kind} (use ${Object.keys(BUFFER_TYPES)})`);
+      return {binding, visibility: GPUShaderStage.COMPUTE, buffer: {type}};
+    });
+    const group = device.createBindGroupLayout({entries});
+    return {group, pipeline: device.createPipelineLayout({bindGroupLayouts: [group]})};
+  }
+
+  // Module + one pipeline per entry point, each inside its own error scope. The scopes are
+  // pushed and popped with no await in between, so concurrent items never share a scope.
+  // Pipelines are created with createComputePipelineAsync, which lets Dawn compile them on its
+  // worker threads (a failure rejects the promise with Tint's or the validator's message).
+  function build(item, layouts) {
+    const scoped = [];
+    device.pushErrorScope("validation");
+    const module = device.createShaderModule({code: item.code, label: item.label});
+    scoped.push(["createShaderModule", device.popErrorScope()]);
+    const pipelines = item.entry_points.map((entryPoint) => {
+      const what = `createComputePipeline(${entryPoint})`;
+      const made = device.createComputePipelineAsync({layout: layouts.pipeline, compute: {module, entryPoint},
+                                                      label: `${item.label}:${entryPoint}`});
+      scoped.push([what, made.then(() => null, (e) => e)]);
+      return made.catch(() => null);
+    });
+    return {module, pipelines, scoped};
+  }
+
+  async function diagnose(item, built) {
+    const out = {label: item.label, errors: [], warnings: []};
+    const info = await built.module.getCompilationInfo();
+    for (const m of info.messages) {
+      const text = `${m.type} at line ${m.lineNum}:${m.linePos}: ${m.message}`;
+      (m.type === "error" ? out.errors : out.warnings).push(text);
+    }
+    for (const [what, promise] of built.scoped) {
+      const err = await promise;
+      if (err) out.errors.push(`${what}: ${err.message}`);
+    }
+    return out;
+  }
+
+  async function compileOne(item) {
+    try {
+      return await diagnose(item, build(item, layoutFor(item.bindings)));
+    } catch (e) {
+      return {label: item.label, errors: [`exception: ${e.message}`], warnings: []};
+    }
+  }
+
+  async function compile(items) {
+    needDevice();
+    const results = await Promise.all(items.map(compileOne));
+    return {results, stray: takeStray()};
+  }
+
+  function fromBase64(text) {
+    const bin = atob(text);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
+  function toBase64(bytes) {
+    let bin = "";
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    }
+    return btoa(bin);
+  }
+
+  // An eta program as the runtime binds it (piegpu/runtime/compiled.py): one read_write
+  // storage buffer per plan binding (a pure program has one, the arena) in group 0, the
+  // kernels dispatched in order in one compute pass, then the outputs copied out.
+  async function runOne(item) {
+    let out;
+    let built;
+    let layouts;
+    try {
+      layouts = layoutFor(item.bindings.map((_, i) => [i, "storage-rw"]));
+      built = build({...item, entry_points: item.kernels.map((k) => k[0])}, layouts);
+      out = await diagnose(item, built);
+    } catch (e) {
+      return {label: item.label, errors: [`exception: ${e.message}`], warnings: []};
+    }
+    if (out.errors.length) return out;
+    const pipelines = await Promise.all(built.pipelines);
+    const buffers = [];
+    try {
+      device.pushErrorScope("validation");
+      const arena = device.createBuffer({size: Math.max(16, item.arena_words * 4),
+                                         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST |
+                                                GPUBufferUsage.COPY_SRC});
+      buffers.push(arena);
+      for (const [offset, data] of item.inputs) device.queue.writeBuffer(arena, offset * 4, fromBase64(data));
+      const bindGroup = device.createBindGroup({layout: layouts.group, entries: bindingsOf(item, arena)});
+      const encoder = device.createCommandEncoder();
+      const pass = encoder.beginComputePass();
+      pass.setBindGroup(0, bindGroup);
+      item.kernels.forEach(([name, gx, gy], i) => {
+        pass.setPipeline(pipelines[i]);
+        pass.dispatchWorkgroups(gx, gy, 1);
+      });
+      pass.end();
+      const total = item.outputs.reduce((s, [, words]) => s + words, 0);
+      const readback = device.createBuffer({size: Math.max(16, total * 4),
+                                            usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
+      buffers.push(readback);
+      let pos = 0;
+      for (const [offset, words] of item.outputs) {
+        if (words > 0) encoder.copyBufferToBuffer(arena, offset * 4, readback, pos * 4, words * 4);
+        pos += words;
+      }
+      device.queue.submit([encoder.finish()]);
+      const err = device.popErrorScope();
+      await readback.mapAsync(GPUMapMode.READ);
+      const scoped = await err;
+      if (scoped) out.errors.push(`running: ${scoped.message}`);
+      out.output = toBase64(new Uint8Array(readback.getMappedRange().slice(0)));
+      readback.unmap();
+    } catch (e) {
+      out.errors.push(`running: ${e.message}`);
+    } finally {
+      for (const b of buffers) b.destroy();
+    }
+    return out;
+  }
+
+  // A pure program binds only the arena; any other binding would need data the test cannot send.
+  function bindingsOf(item, arena) {
+    if (item.bindings.length !== 1 || item.bindings[0] !== "arena") {
+      throw new Error(`bindings ${item.bindings}: only pure programs (one arena binding) run here`);
+    }
+    return [{binding: 0, resource: {buffer: arena}}];
+  }
+
+  async function run(items) {
+    needDevice();
+    const results = await Promise.all(items.map(runOne));
+    return {results, stray: takeStray()};
+  }
+
+  return {init, compile, run};
+})();
+window.harness = harness;

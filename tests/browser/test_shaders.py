@@ -1,0 +1,91 @@
+"""Every hand-written shader of shaders/, with the specialisations the default model composes, compiles
+in Chromium's WebGPU (Tint) and gets a compute pipeline under the bind group layout the runtime uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from piegpu import channel_layout
+from piegpu.model.shaders import binding_kinds, compose, shader_root
+from tests.browser.model_capture import with_every_snippet
+
+
+
+def extra(config) -> list:
+    """Specialisations the default model's generation paths do not reach, at its dimensions.
+
+    advance_accept runs after a pass whose epilogue decides how many tokens stay (speculative
+    decoding, examples/speculative.py); qk_prep is the q/k/v bias (Qwen2) and per-head q/k
+    RMSNorm (Qwen3) of other model families.
+    """
+    qr, kr = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
+    out = [("advance_accept", {"N": n, **channel_layout.shader_params()}, {}) for n in (1, 5)]
+    out += [("qk_prep", {"QR": qr, "KR": kr, "HD": config.head_dim, "BIAS": bias, "QK_NORM": norm,
+                         "EPS": float(config.rms_norm_eps)}, {})
+            for bias, norm in ((True, False), (False, True), (True, True))]
+    return out
+
+
+def all_shader_files() -> set:
+    """Every .wgsl under shaders/, as the names compose() takes ("attention", "formats/q4_1")."""
+    out = set()
+    root = shader_root()
+    for entry in root.iterdir():
+        if entry.is_dir():
+            out |= {f"{entry.name}/{f.name[:-5]}" for f in entry.iterdir() if f.name.endswith(".wgsl")}
+        elif entry.name.endswith(".wgsl"):
+            out.add(entry.name[:-5])
+    return out
+
+
+def label(name: str, params: dict, snippets: dict) -> str:
+    shown = ",".join(f"{k}={v}" for k, v in sorted(params.items()) if len(str(v)) <= 24)
+    return f"{name}[{','.join(sorted(snippets.values()))}]({shown})"
+
+
+@pytest.fixture(scope="module")
+def specialisations(model_capture) -> list:
+    """[(label, name, params, snippets, source)] of every shader specialisation to compile."""
+    out = []
+    for name, params, snippets in with_every_snippet(model_capture.specs) + extra(model_capture.config):
+        out.append((label(name, params, snippets), name, params, snippets, compose(name, params, snippets)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def compiled(browser, specialisations) -> dict:
+    """{label: harness reply} for every specialisation, compiled in one batch."""
+    items = [{"label": lab, "code": src, "entry_points": ["main"], "bindings": binding_kinds(src)}
+             for lab, _, _, _, src in specialisations]
+    return {r["label"]: r for r in browser.compile(items)}
+
+
+def test_every_shader_file_is_covered(specialisations):
+    """Each file of shaders/ is a shader or a snippet of at least one compiled specialisation."""
+    used = set()
+    for _, name, _, snippets, src in specialisations:
+        used.add(name)
+        used |= set(snippets.values())
+        if "fn attend_0(" in src:  # attention.wgsl inlines attend.wgsl per sequence (model/kernels.py seq_code)
+            used.add("attend")
+    missing = all_shader_files() - used
+    assert not missing, f"shaders never compiled in Chromium: {sorted(missing)}"
+
+
+def test_model_specialisations_recorded(model_capture):
+    """The capture saw the decode, prefill and batched paths (else coverage would be silently thin)."""
+    names = {name for name, _, _ in model_capture.specs}
+    assert {"embed", "rmsnorm", "matvec_decode", "matmul", "attention", "attention_tokens", "rope_kv_seqs",
+            "advance"} <= names, names
+    assert any(p.get("SEQS", 1) > 1 for n, p, _ in model_capture.specs if n == "attention")
+
+
+def test_every_specialisation_compiles_in_chromium(specialisations, compiled):
+    failures = []
+    for lab, *_, src in specialisations:
+        reply = compiled[lab]
+        if reply["errors"]:
+            failures.append(f"{lab}:\n  " + "\n  ".join(reply["errors"]))
+    assert not failures, f"{len(failures)} of {len(specialisations)} shaders rejected by Chromium:\n" + \
+        "\n".join(failures)
+    assert len(specialisations) >= 30
