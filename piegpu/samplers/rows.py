@@ -107,8 +107,9 @@ STAGES = ("sample", "top_k", "top_p", "min_p", "logprobs", "penalties", "bias", 
 class RowState:
     """Host-side data of one row that changes as it decodes: seen-token counts and a grammar constraint.
 
-    `constraint` (or None) is any object with fill_mask(words) -- write the allowed tokens as
-    packed u32 words (bit i of word i >> 5 = token i) -- and consume(token).
+    `constraint` (or None) is any object with mask_into(words) -- write the allowed tokens as
+    packed u32 words (bit i of word i >> 5 = token i) -- and consume(token): a Matcher of
+    piegpu.inferlets.grammar.
     """
 
     def __init__(self, params: RowParams, vocab: int, tokens=(), constraint=None):
@@ -230,7 +231,7 @@ class RowSampler:
             words = np.full((self.rows, self.words), 0xFFFFFFFF, np.uint32)
             for row, (p, st) in enumerate(zip(params, states)):
                 if p.constrained:
-                    self._state(st, row, "constraint").fill_mask(words[row])
+                    self._state(st, row, "constraint").mask_into(words[row])
             self.extra["mask"].put(words)
 
     @staticmethod

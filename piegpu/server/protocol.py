@@ -84,6 +84,9 @@ class _Sampling(_Body):
     repeat_penalty: float = Field(default=1.0, gt=0.0)
     repetition_penalty: Optional[float] = Field(default=None, gt=0.0)
     response_format: Optional[ResponseFormat] = None
+    grammar: Optional[str] = None  # llama.cpp server: a GBNF (or Lark) grammar
+    regex: Optional[str] = None  # vLLM's guided_regex, under llama.cpp-style naming
+    json_schema: Optional[dict] = None  # llama.cpp server: a JSON Schema without response_format
 
     @field_validator("stop")
     @classmethod

@@ -191,7 +191,7 @@ class _Allow:
     def __init__(self, allowed):
         self.allowed, self.consumed = sorted(allowed), []
 
-    def fill_mask(self, words):
+    def mask_into(self, words):
         words[:] = 0
         for t in self.allowed:
             words[t >> 5] |= np.uint32(1 << (t & 31))
