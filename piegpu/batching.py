@@ -15,7 +15,7 @@ from .errors import ValidationError
 from .generate import Generation
 from .runtime.batch import Batch
 from .runtime.session import run_sync
-from .samplers.rows import RowParams, RowSampling
+from .samplers.rows import RowParams, RowSampling, RowState
 
 
 def _check_n(n) -> int:
@@ -37,7 +37,8 @@ def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False) -> 
     def on_token(seq, tok):
         _, more = g.accept(tok)
         return more
-    g._seq = batch.add(g.prompt_ids, params, g.budget, g.stop_ids, on_token, session=session)
+    state = RowState(params, g.model.config.vocab_size, g.prompt_ids)  # penalties count the prompt, as generate() does
+    g._seq = batch.add(g.prompt_ids, params, g.budget, g.stop_ids, on_token, session=session, row_state=state)
 
 
 def _finish(batch: Batch, gens: list, t0: float, prefill_s: float = 0.0) -> list:

@@ -12,8 +12,10 @@ set and session stay usable.
 
 The runtime does not import the samplers: the Batch is given a sampling object
 (piegpu.samplers.rows.RowSampling) with key(params) -> what shapes the epilogue for
-these rows, and make(rows, key) -> a row sampler with put(params, draws), clear() and
-step(logits).
+these rows, and make(rows, key) -> a row sampler with put(params, draws, row_states),
+clear(), step(logits), and the optional outputs logprob(logits, drawn) and top(logits).
+A sequence's `row_state` (host data the row sampler reads each pass: penalty counts, a
+grammar constraint) sees every drawn token through row_state.observe(token).
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ class Sequence:
     max_tokens: int
     stop_ids: frozenset
     on_token: Callable | None = None  # (sequence, token) -> False to stop; called as each token arrives
+    row_state: object = None  # host data of the row sampler for this row (RowState), or None
     tokens: list = field(default_factory=list)  # drawn, stop token excluded
     logprobs: list = field(default_factory=list)  # log-probability of each drawn token, when the row asked
+    top_logprobs: list = field(default_factory=list)  # per drawn token: [(token, logprob), ...], when asked
     prefilled: int = 0  # prompt tokens already in the working set (up to len(prompt) - 1)
     finish_reason: str = ""  # "stop", "length" or "cancelled" once finished
     cancel_requested: bool = False
@@ -71,6 +75,7 @@ class _DecodePass:
     rows: object  # the row sampler
     token_out: Channel
     lp_out: Channel | None  # each drawn token's log-probability, when a row asked
+    top_out: tuple | None  # (log-probabilities [B, K], token ids [B, K]) of each row's K most likely tokens
 
 
 @dataclass
@@ -102,11 +107,12 @@ class Batch:
 
     # ---- joining ----------------------------------------------------------------------------
     def add(self, prompt: list, params, max_tokens: int, stop_ids=(), on_token: Callable | None = None,
-            session=None) -> Sequence:
+            session=None, row_state=None) -> Sequence:
         """Admit a sequence: `prompt` token ids are prefilled in chunks between decode passes, then it decodes.
 
-        `session`: a Session whose working set already holds prompt[:-1] (a fork of a shared
-        prefix), or None for a fresh working set with room for prompt + max_tokens.
+        `session`: a Session whose working set already holds a prefix of prompt[:-1] (a fork of
+        a shared prefix; the rest is prefilled here), or None for a fresh working set with room
+        for prompt + max_tokens. `row_state`: the row sampler's host data for this row.
         """
         prompt = [int(t) for t in prompt]
         label = f"sequence {len(self.sequences)}"
@@ -128,16 +134,17 @@ class Batch:
             session = self.model.session(self.model.working_set(min(limit, need)))
             prefilled = 0
         else:
-            if session.ws.length != len(prompt) - 1:
-                raise ValidationError(f"{label}: the given session holds {session.ws.length} tokens, not the "
-                                      f"{len(prompt) - 1} prompt tokens before the last. Fix: prefill prompt[:-1]")
-            prefilled = len(prompt) - 1
+            if session.ws.length > len(prompt) - 1:
+                raise ValidationError(f"{label}: the given session holds {session.ws.length} tokens, more than the "
+                                      f"{len(prompt) - 1} prompt tokens before the last. Fix: set_length() it to "
+                                      "the shared prefix")
+            prefilled = session.ws.length
         room = session.ws.max_tokens - (len(prompt) - 1)
         if room < 1:
             raise ValidationError(f"{label}: the prompt has {len(prompt)} tokens but its working set holds "
                                   f"{session.ws.max_tokens}. Fix: a shorter prompt or a larger working set")
         seq = Sequence(session, prompt, params, min(max_tokens, room), frozenset(stop_ids), on_token,
-                       prefilled=prefilled)
+                       row_state, prefilled=prefilled)
         self.sequences.append(seq)
         return seq
 
@@ -146,6 +153,12 @@ class Batch:
     def active(self) -> list:
         """The sequences that have not finished."""
         return [s for s in self.sequences if not s.done]
+
+    def drop_finished(self) -> list:
+        """Forget the sequences that have left (their sessions stay usable); returns them."""
+        done = [s for s in self.sequences if s.done]
+        self.sequences = [s for s in self.sequences if not s.done]
+        return done
 
     async def run(self) -> None:
         """Step until every sequence has finished."""
@@ -180,6 +193,10 @@ class Batch:
         token_out = Channel([B], dtype.i32).named(f"batch[{B}]:drawn")
         rows = self.sampling.make(B, key)
         lp_out = Channel([B], dtype.f32).named(f"batch[{B}]:logprobs") if rows.logprobs else None
+        top_out = None
+        if getattr(rows, "top_logprobs", False):
+            top_out = (Channel([B, rows.top_count], dtype.f32).named(f"batch[{B}]:top-logprobs"),
+                       Channel([B, rows.top_count], dtype.i32).named(f"batch[{B}]:top-tokens"))
         fwd = ForwardPass()
         fwd.embed(tokens, Channel.from_(np.arange(B + 1), dtype.u32))
         fwd.state(wss, StateGeometry.folding())
@@ -191,7 +208,11 @@ class Batch:
             token_out.put(drawn)
             if lp_out is not None:
                 lp_out.put(rows.logprob(logits, drawn))
-        self._decode = _DecodePass(list(wss), key, fwd, tokens, rows, token_out, lp_out)
+            if top_out is not None:
+                vals, idx = rows.top(logits)
+                top_out[0].put(vals)
+                top_out[1].put(idx)
+        self._decode = _DecodePass(list(wss), key, fwd, tokens, rows, token_out, lp_out, top_out)
         self.stats.compositions += 1
         return self._decode
 
@@ -199,25 +220,34 @@ class Batch:
         params = [s.params for s in ready]
         d = self._decode_pass_for([s.session.ws for s in ready], self.sampling.key(params))
         pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
-        for ch in (d.tokens, d.token_out) + ((d.lp_out,) if d.lp_out is not None else ()):
+        outs = (d.tokens, d.token_out) + ((d.lp_out,) if d.lp_out is not None else ()) + (d.top_out or ())
+        for ch in outs:
             ch.clear()
         d.rows.clear()
         d.tokens.put(np.array(pending, np.int32))
-        d.rows.put(params, [len(s.tokens) for s in ready])
+        d.rows.put(params, [len(s.tokens) for s in ready], [s.row_state for s in ready])
         await self.pipe.submit(d.fwd)
         drawn = (await d.token_out.take()).tolist()
         lps = (await d.lp_out.take()).tolist() if d.lp_out is not None else [None] * len(ready)
+        tops = [None] * len(ready)
+        if d.top_out is not None:
+            vals, ids = (await d.top_out[0].take()).tolist(), (await d.top_out[1].take()).tolist()
+            tops = [list(zip(i, v)) for i, v in zip(ids, vals)]
         self.stats.decode_passes += 1
         self.stats.rows += len(ready)
-        for s, p, t, lp in zip(ready, pending, drawn, lps):
+        for s, p, t, lp, top in zip(ready, pending, drawn, lps, tops):
             s.session.embedded([p])
             s.session.pending = t
             if t in s.stop_ids:
                 s.finish_reason = "stop"
                 continue
             s.tokens.append(t)
+            if s.row_state is not None:
+                s.row_state.observe(t)
             if s.params.logprobs:
                 s.logprobs.append(lp)
+            if getattr(s.params, "top_logprobs", 0):
+                s.top_logprobs.append(top[: s.params.top_logprobs])
             keep = s.on_token(s, t) if s.on_token is not None else True
             if keep is False or s.cancel_requested:
                 s.finish_reason = "stop" if keep is False else "cancelled"

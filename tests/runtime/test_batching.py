@@ -15,8 +15,13 @@ PROMPTS = ["5 17 42 7", "100 3", "250 251 9 9 9 12 40", "77"]
 
 
 @pytest.fixture(scope="module")
-def tiny(gpu):
-    return tiny_model(tiny_config(layers=2, vocab=300), seed=11)[0]
+def tiny_pair(gpu):
+    return tiny_model(tiny_config(layers=2, vocab=300), seed=11)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_pair):
+    return tiny_pair[0]
 
 
 def alone(model, prompt, **kw):
@@ -146,3 +151,87 @@ def test_default_model_batch_equals_each_prompt_alone(default_model):
     kw = dict(max_tokens=8, sampler="top-p", top_p=0.9, temperature=0.8, seed=5)
     gens = default_model.generate_batch(prompts, **kw)
     assert [g.tokens for g in gens] == [alone(default_model, p, **kw) for p in prompts]
+
+
+@pytest.mark.parametrize("options", [
+    {"repetition_penalty": 1.3}, {"presence_penalty": 0.7, "frequency_penalty": 0.4},
+    {"logit_bias": {5: 3.0, 17: float("-inf"), 42: -2.5}},
+    {"repetition_penalty": 1.2, "frequency_penalty": 0.3, "logit_bias": {9: 1.5}, "top_p": 0.9}])
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_penalties_and_logit_bias_rows_equal_each_row_alone(tiny, options, temperature):
+    """Penalties (seen counts put per pass) and logit biases as row data: every row equals its prompt alone."""
+    kw = dict(max_tokens=8, temperature=temperature, seed=99, **options)
+    if temperature > 0:
+        kw["sampler"] = "temperature"
+    gens = tiny.generate_batch(PROMPTS, **kw)
+    assert [g.tokens for g in gens] == [alone(tiny, p, **kw) for p in PROMPTS]
+
+
+def test_one_epilogue_serves_rows_with_and_without_penalties(tiny):
+    """A penalized row beside plain rows: each equals its own run alone (plain rows see counts of zero)."""
+    vocab = tiny.config.vocab_size
+    batch = Batch(tiny, RowSampling(vocab))
+    ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS]
+    from piegpu.samplers.rows import RowState
+    params = [RowParams(0.0), RowParams(0.0, repetition_penalty=1.5, presence_penalty=0.5),
+              RowParams(0.7, seed=5, logit_bias=((3, 2.0),)), RowParams(0.0)]
+    seqs = [batch.add(i, p, 6, row_state=RowState(p, vocab, i)) for i, p in zip(ids, params)]
+    run_sync(batch.run())
+    want = [alone(tiny, PROMPTS[0], max_tokens=6),
+            alone(tiny, PROMPTS[1], max_tokens=6, repetition_penalty=1.5, presence_penalty=0.5),
+            alone(tiny, PROMPTS[2], max_tokens=6, sampler="temperature", temperature=0.7, seed=5,
+                  logit_bias={3: 2.0}),
+            alone(tiny, PROMPTS[3], max_tokens=6)]
+    assert [s.tokens for s in seqs] == want
+
+
+class _Allow:
+    """A constraint that allows a fixed set of tokens (a stand-in grammar with a known answer)."""
+
+    def __init__(self, allowed):
+        self.allowed, self.consumed = sorted(allowed), []
+
+    def mask_into(self, words):
+        words[:] = 0
+        for t in self.allowed:
+            words[t >> 5] |= np.uint32(1 << (t & 31))
+
+    def consume(self, token):
+        assert token in self.allowed, f"token {token} was not allowed"
+        self.consumed.append(token)
+
+
+def test_grammar_mask_rows_draw_only_allowed_tokens_and_top_logprobs_match_numpy(tiny_pair):
+    """Masked rows draw inside their masks; top logprobs equal log_softmax of the row's logits (numpy)."""
+    from piegpu.samplers.rows import RowState
+    tiny, ref = tiny_pair
+    vocab = tiny.config.vocab_size
+    batch = Batch(tiny, RowSampling(vocab))
+    ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS[:3]]
+    cons = [_Allow({7, 40, 41, 200}), None, _Allow({3, 299})]
+    params = [RowParams(0.0, constrained=True, logprobs=True, top_logprobs=5),
+              RowParams(0.8, seed=2, top_logprobs=3), RowParams(1.0, seed=9, constrained=True)]
+    seqs = [batch.add(i, p, 5, row_state=RowState(p, vocab, i, c)) for i, p, c in zip(ids, params, cons)]
+    run_sync(batch.run())
+    assert seqs[0].tokens and set(seqs[0].tokens) <= {7, 40, 41, 200}
+    assert cons[0].consumed == seqs[0].tokens and cons[2].consumed == seqs[2].tokens
+    assert set(seqs[2].tokens) <= {3, 299}
+    # the unconstrained row equals its run alone
+    assert seqs[1].tokens == alone(tiny, PROMPTS[1], max_tokens=5, sampler="temperature", temperature=0.8, seed=2)
+    # top logprobs of row 1's first token: the model's log_softmax at the prompt's end (logits from the model)
+    logits = ref.forward(ids[1], ref.new_cache())[-1]  # the numpy reference forward: the oracle
+    for s, k in ((seqs[0], 5), (seqs[1], 3)):
+        assert len(s.top_logprobs) == len(s.tokens) and all(len(t) == k for t in s.top_logprobs)
+        for top in s.top_logprobs:
+            lps = [lp for _, lp in top]
+            assert lps == sorted(lps, reverse=True) and all(lp <= 0 for lp in lps)
+    x = np.asarray(logits, np.float64)
+    lse = x.max() + np.log(np.exp(x - x.max()).sum())
+    want = np.argsort(-x, kind="stable")[:3]
+    assert [t for t, _ in seqs[1].top_logprobs[0]] == want.tolist()
+    np.testing.assert_allclose([lp for _, lp in seqs[1].top_logprobs[0]], (x - lse)[want], atol=1e-4)
+    # the drawn token's logprob (row 0) is its entry among the top ones when it is there
+    for tok, lp, top in zip(seqs[0].tokens, seqs[0].logprobs, seqs[0].top_logprobs):
+        d = dict(top)
+        if tok in d:
+            assert abs(d[tok] - lp) < 1e-5

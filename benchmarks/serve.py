@@ -1,0 +1,109 @@
+"""Serving benchmark: aggregate tokens/s and time to first token at 1, 4 and 16 concurrent streaming clients.
+
+Starts `piegpu serve` on a free loopback port (or uses --url), then for each concurrency C runs C
+client threads with the official openai client, each streaming --requests chat completions
+one after another (temperature 0.8, different prompts, max_tokens --tokens). All figures come
+from one run, so their ratios are side by side:
+
+    python benchmarks/serve.py [--tokens 32] [--requests 2] [--clients 1,4,16] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TOPICS = ["the sea", "a city at night", "autumn leaves", "a robot", "coffee", "mountains", "a library", "trains",
+          "the moon", "a garden", "winter", "a market", "rain", "a lighthouse", "bicycles", "the desert"]
+
+
+def run_clients(client, model: str, clients: int, requests: int, tokens: int) -> dict:
+    """C threads, each streaming `requests` chats in turn; returns tokens, wall time and TTFTs."""
+    ttfts: list = []
+    counts: list = []
+    errors: list = []
+
+    def one(i: int) -> None:
+        for r in range(requests):
+            topic = TOPICS[(i * requests + r) % len(TOPICS)]
+            t0 = time.perf_counter()
+            first = None
+            n = 0
+            try:
+                for ch in client.chat.completions.create(
+                        model=model, messages=[{"role": "user", "content": f"Write a long poem about {topic}."}],
+                        max_tokens=tokens, temperature=0.8, seed=i * 100 + r, stream=True,
+                        stream_options={"include_usage": True}):
+                    if ch.choices and ch.choices[0].delta.content and first is None:
+                        first = time.perf_counter() - t0
+                    if ch.usage is not None:
+                        n = ch.usage.completion_tokens
+            except Exception as e:  # noqa: BLE001 -- counted and reported
+                errors.append(repr(e))
+                continue
+            ttfts.append(first if first is not None else time.perf_counter() - t0)
+            counts.append(n)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    q = sorted(ttfts)
+    return {"clients": clients, "requests": len(counts), "tokens": sum(counts), "wall_s": wall,
+            "tokens_per_s": sum(counts) / wall if wall > 0 else 0.0,
+            "ttft_p50_s": statistics.median(q) if q else None,
+            "ttft_p95_s": q[min(len(q) - 1, int(round(0.95 * (len(q) - 1))))] if q else None, "errors": errors}
+
+
+def main(argv=None) -> int:
+    """Run the benchmark and print its table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", default=None, help="an already running server's base URL (default: start one)")
+    ap.add_argument("--clients", default="1,4,16")
+    ap.add_argument("--requests", type=int, default=2, help="requests per client, one after another")
+    ap.add_argument("--tokens", type=int, default=32, help="max_tokens per request")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    import openai
+    server = None
+    if args.url is None:
+        from tests.server.conftest import ServerProcess
+        server = ServerProcess("--max-batch", "16")
+        url = server.url
+    else:
+        url = args.url.rstrip("/") + ("" if args.url.rstrip("/").endswith("/v1") else "/v1")
+    try:
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
+        model = client.models.list().data[0].id
+        run_clients(client, model, 2, 1, 4)  # warm-up: kernels compiled, caches filled
+        rows = [run_clients(client, model, int(c), args.requests, args.tokens) for c in args.clients.split(",")]
+    finally:
+        if server is not None:
+            server.stop()
+    base = rows[0]["tokens_per_s"] or 1.0
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"piegpu serve on {url}: {args.requests} streamed chat requests per client, max_tokens {args.tokens}, "
+          "temperature 0.8")
+    print(f"{'clients':>7} {'requests':>8} {'tokens':>6} {'wall s':>7} {'tokens/s':>9} {'x 1 client':>10} "
+          f"{'TTFT p50':>9} {'TTFT p95':>9}")
+    for r in rows:
+        print(f"{r['clients']:>7} {r['requests']:>8} {r['tokens']:>6} {r['wall_s']:>7.1f} {r['tokens_per_s']:>9.1f} "
+              f"{r['tokens_per_s'] / base:>10.2f} {r['ttft_p50_s']:>8.2f}s {r['ttft_p95_s']:>8.2f}s"
+              + (f"  {len(r['errors'])} errors" if r["errors"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""`piegpu serve`: the OpenAI-compatible HTTP server."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .common import int_at_least
+
+
+def model_id(model, path: str | None) -> str:
+    """The id the server answers to: the model folder's or file's name (the default model's own name)."""
+    name = Path(path or model.source).name
+    name = re.sub(r"\.gguf$", "", name)
+    return re.sub(r"-[0-9a-f]{12}$", "", name)  # the converted-model cache folder's content hash
+
+
+def _cmd_serve(args) -> int:
+    from ..loaded import load_model
+    from ..server import serve
+    model = load_model(args.model, verbose=True)
+    return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
+                 api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
+                 cache_tokens=args.cache_tokens, grace_s=args.grace, max_body=args.max_body, log_level="info" if args.verbose else "warning")
+
+
+def add_parser(sub) -> None:
+    """Register `piegpu serve` on the subparsers `sub`."""
+    s = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)")
+    s.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int_at_least(0, 65536), default=8000)
+    s.add_argument("--max-batch", type=int_at_least(1), default=16, help="sequences decoded per pass (16)")
+    s.add_argument("--max-queue", type=int_at_least(1), default=64,
+                   help="requests queued or running before HTTP 429 (64)")
+    s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/")
+    s.add_argument("--ctx", type=int_at_least(16), default=None,
+                   help="context per request: prompt + max_tokens (default: the model's)")
+    s.add_argument("--cache-tokens", type=int_at_least(0), default=32768,
+                   help="KV positions kept for prefix reuse (32768; 0 = off)")
+    s.add_argument("--grace", type=float, default=5.0, help="seconds streams get to finish on shutdown (5)")
+    s.add_argument("--max-body", type=int_at_least(1024), default=4 << 20, metavar="BYTES",
+                   help="largest request body accepted; larger ones get HTTP 413 (4 MiB)")
+    s.add_argument("--model-id", default=None, help="the model name clients use (default: from the path)")
+    s.add_argument("--verbose", action="store_true", help="log every request")
+    s.set_defaults(func=_cmd_serve)

@@ -1,0 +1,49 @@
+"""`piegpu serve`: an OpenAI-compatible HTTP server (FastAPI on uvicorn) with continuous batching.
+
+engine.py runs the model on its own thread (every active request a row of one decode pass,
+sampler parameters as device data, KV prefixes reused from finished requests); app.py maps
+the OpenAI API onto it; protocol.py holds the request bodies and the error shape.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from .app import build_app
+from .engine import Engine
+
+__all__ = ["build_app", "Engine", "serve"]
+
+
+def serve(model, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16, max_queue: int = 64,
+          api_key: str | None = None, ctx: int | None = None, model_id: str | None = None,
+          cache_tokens: int = 32768, grace_s: float = 5.0, max_body: int = 4 << 20, log_level: str = "warning") -> int:
+    """Serve `model` until SIGINT/SIGTERM: streams in flight get grace_s seconds to finish, then are cancelled."""
+    import uvicorn
+
+    from .grammar import Constraints
+    engine = Engine(model, max_batch=max_batch, max_queue=max_queue, ctx=ctx, cache_tokens=cache_tokens)
+    name = model_id or "default"
+    app = build_app(engine, name, api_key=api_key, max_body=max_body, constraints=Constraints(model))
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=grace_s + 2,
+                            lifespan="off")
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):
+            # Streams end (finished, or cancelled after grace_s) so connections can close. Unlike
+            # uvicorn's own handler this does not re-raise the signal after shutdown: a clean
+            # shutdown on SIGINT/SIGTERM exits 0.
+            engine.begin_stop(grace_s)
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True  # a second Ctrl-C
+            self.should_exit = True
+
+    server = _Server(config)
+    engine.start()
+    print(f"piegpu: serving {name} on http://{host}:{port}/v1 (max batch {max_batch})", file=sys.stderr, flush=True)
+    try:
+        server.run()
+    finally:
+        engine.stop(0.0)
+    return 0

@@ -1,0 +1,289 @@
+"""The server's engine: one thread runs the model, every active request is a row of the same decode pass.
+
+HTTP handlers submit Jobs from their own event loop; the engine thread (with its own loop)
+admits them between passes, prefills each joining prompt in chunks interleaved with the
+decode passes of the others (reusing a cached KV prefix when the prompt starts with one),
+forks the prefilled state for n > 1 choices, and runs a runtime Batch: one pass samples
+every row on the device with that row's parameters as data. Each drawn token becomes a
+text piece (stop strings held back), sent to the job's consumer through a thread-safe
+callback. A cancelled job leaves the batch before the next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..runtime.batch import Batch
+from ..samplers.rows import RowParams, RowSampling, RowState
+from .prefix_cache import PrefixCache
+from .text import TextStream, TokenText
+
+WS_ROUND = 256  # working sets are allocated in multiples of this many positions
+
+
+@dataclass(eq=False)
+class Choice:
+    """One of a job's n sequences."""
+
+    index: int
+    params: RowParams
+    text: TextStream
+    constraint: object = None
+    seq: object = None  # the runtime Sequence once it joined the batch
+    finish_reason: str = ""
+    tokens: int = 0
+
+
+@dataclass(eq=False)
+class Job:
+    """One request: its prompt, its choices' settings, and where its events go.
+
+    `emit(event)` is called from the engine thread with dicts:
+    {"type": "piece", "index", "text", "tokens": [(id, logprob, top)]}, {"type": "finish",
+    "index", "reason"}, {"type": "done", "usage"} or {"type": "error", "message"}.
+    """
+
+    prompt_ids: list
+    params: list  # RowParams per choice
+    max_tokens: int
+    stops: list
+    emit: Callable
+    constraint: Callable | None = None  # () -> a fresh per-choice constraint (fill_mask, consume)
+    stop_ids: frozenset = frozenset()
+    choices: list = field(default_factory=list)
+    cached_tokens: int = 0
+    prefilled: int = 0
+    session: object = None
+    cancelled: bool = False
+    submitted: float = field(default_factory=time.perf_counter)
+
+    def cancel(self) -> None:
+        """Stop every choice at the next pass (callable from any thread)."""
+        self.cancelled = True
+        for c in self.choices:
+            if c.seq is not None:
+                c.seq.cancel()
+
+
+class QueueFull(Exception):
+    """The engine holds max_queue requests already."""
+
+
+class Engine:
+    """Runs a model for many concurrent requests (see the module docstring)."""
+
+    def __init__(self, model, max_batch: int = 16, max_queue: int = 64, ctx: int | None = None,
+                 cache_tokens: int = 32768, prefill_chunk: int = 128):
+        self.model = model
+        self.vocab = model.config.vocab_size
+        self.ctx = min(ctx or model.config.max_position_embeddings, model.config.max_position_embeddings)
+        self.max_batch = max_batch
+        self.max_queue = max_queue
+        self.prefill_chunk = prefill_chunk
+        self.batch = Batch(model, RowSampling(self.vocab), max_batch=max_batch, prefill_chunk=prefill_chunk)
+        self.cache = PrefixCache(cache_tokens)
+        self.token_text = TokenText(model.tokenizer)
+        self._lock = threading.Lock()
+        self._inbox: list = []
+        self._joining: list = []  # admitted jobs still prefilling, in arrival order
+        self._running: list = []  # jobs with choices in the batch
+        self._loop = asyncio.new_event_loop()
+        self._wake: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="piegpu-engine", daemon=True)
+        self._stopping = False
+        self._deadline: float | None = None
+        self.error: BaseException | None = None
+        self.completed = 0
+
+    # ---- the HTTP side (any thread) ----------------------------------------------------------
+    def start(self) -> None:
+        """Start the engine thread."""
+        self._thread.start()
+
+    @property
+    def load(self) -> int:
+        """Requests admitted and not finished."""
+        with self._lock:
+            return len(self._inbox) + len(self._joining) + len(self._running)
+
+    def submit(self, job: Job) -> None:
+        """Queue a job (QueueFull when max_queue requests are waiting or running)."""
+        if self._stopping:
+            raise QueueFull("the server is shutting down")
+        with self._lock:
+            if len(self._inbox) + len(self._joining) + len(self._running) >= self.max_queue:
+                raise QueueFull(f"{self.max_queue} requests are queued or running")
+            self._inbox.append(job)
+        self._poke()
+
+    def cancel(self, job: Job) -> None:
+        """Cancel a job (a client went away); its rows leave at the next pass."""
+        job.cancel()
+        self._poke()
+
+    def begin_stop(self, grace_s: float = 0.0) -> None:
+        """Admit nothing more; running jobs may finish for up to grace_s seconds, then they are cancelled."""
+        if not self._stopping:
+            self._stopping = True
+            self._deadline = time.perf_counter() + grace_s
+        self._poke()
+
+    def stop(self, grace_s: float = 0.0) -> None:
+        """begin_stop(grace_s), then wait for the engine thread to end."""
+        self.begin_stop(grace_s)
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _poke(self) -> None:
+        if self._wake is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    # ---- the engine thread ---------------------------------------------------------------------
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        except BaseException as e:  # noqa: BLE001 -- every waiting client must hear about it
+            self.error = e
+            for job in self._all_jobs():
+                self._fail(job, f"the engine stopped: {type(e).__name__}: {e}")
+        finally:
+            self._loop.close()
+
+    def _all_jobs(self) -> list:
+        with self._lock:
+            return self._inbox + self._joining + self._running
+
+    async def _serve(self) -> None:
+        self._wake = asyncio.Event()
+        while True:
+            with self._lock:
+                self._joining += self._inbox
+                self._inbox = []
+            if self._stopping and (self._deadline is None or time.perf_counter() >= self._deadline):
+                for job in self._joining + self._running:
+                    if not job.cancelled:
+                        self._fail(job, "the server is shutting down; the request was cancelled")
+                        job.cancel()
+            for job in [j for j in self._joining if j.cancelled]:
+                self._finish_job(job, cancelled=True)
+            job = self._next_joining()
+            if job is not None:
+                await self._prefill(job)
+            if self.batch.active:
+                await self.batch.step()
+                self._collect()
+            elif job is None:
+                with self._lock:
+                    idle = not self._inbox and not self._joining and not self._running
+                if self._stopping and idle:
+                    return
+                if self._stopping and self._deadline is not None:
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), max(0.0, self._deadline - time.perf_counter()))
+                    except asyncio.TimeoutError:
+                        pass
+                else:
+                    await self._wake.wait()
+                self._wake.clear()
+
+    def _next_joining(self) -> Job | None:
+        """The first joining job whose choices fit in the batch now."""
+        rows = sum(1 for s in self.batch.sequences if not s.done)
+        for job in self._joining:
+            if rows + len(job.params) <= self.max_batch:
+                return job
+            break  # keep arrival order: the first one waits for room
+        return None
+
+    async def _prefill(self, job: Job) -> None:
+        if job.session is None:
+            job.session = self._start_session(job)
+        end = min(len(job.prompt_ids) - 1, job.prefilled + self.prefill_chunk)
+        if end > job.prefilled:
+            await job.session.extend(job.prompt_ids[job.prefilled: end])
+            job.prefilled = end
+        if job.prefilled >= len(job.prompt_ids) - 1:
+            self._join(job)
+
+    def _start_session(self, job: Job):
+        need = min(self.ctx, len(job.prompt_ids) + job.max_tokens)
+        size = min(self.model.config.max_position_embeddings, -(-need // WS_ROUND) * WS_ROUND)
+        cached, n = self.cache.take(job.prompt_ids)
+        if cached is not None:
+            size = max(size, cached.ws.length)
+        ws = self.model.working_set(size)
+        sess = self.model.session(ws)
+        if cached is not None:
+            self.model.gpu.copy_working_sets([(cached.ws, ws)])
+            ws.set_length(n)
+            sess.tokens = list(job.prompt_ids[:n])
+            job.cached_tokens = job.prefilled = n
+        return sess
+
+    def _join(self, job: Job) -> None:
+        self._joining.remove(job)
+        sessions = [job.session] + [job.session.fork() for _ in job.params[1:]]
+        for i, (p, sess) in enumerate(zip(job.params, sessions)):
+            c = Choice(i, p, TextStream(self.model.tokenizer, job.stops),
+                       job.constraint() if job.constraint is not None else None)
+            state = RowState(p, self.vocab, job.prompt_ids, c.constraint)
+            c.seq = self.batch.add(job.prompt_ids, p, job.max_tokens, job.stop_ids, self._on_token(job, c),
+                                   session=sess, row_state=state)
+            job.choices.append(c)
+        self._running.append(job)
+
+    def _on_token(self, job: Job, c: Choice):
+        def on_token(seq, tok):
+            c.tokens += 1
+            piece = c.text.push(tok)
+            entry = None
+            if c.params.logprobs:
+                top = seq.top_logprobs[-1] if c.params.top_logprobs else []
+                entry = (tok, seq.logprobs[-1], top)
+            if piece or entry is not None:
+                job.emit({"type": "piece", "index": c.index, "text": piece,
+                          "tokens": [entry] if entry is not None else []})
+            return not c.text.stopped
+        return on_token
+
+    def _collect(self) -> None:
+        """Report the choices that finished in the last pass; finished jobs leave and feed the prefix cache."""
+        for job in list(self._running):
+            for c in job.choices:
+                if c.seq.done and not c.finish_reason:
+                    c.finish_reason = "length" if c.seq.finish_reason == "length" else (
+                        "cancelled" if c.seq.finish_reason == "cancelled" else "stop")
+                    if c.finish_reason != "cancelled":
+                        rest = c.text.finish()
+                        if rest:
+                            job.emit({"type": "piece", "index": c.index, "text": rest, "tokens": []})
+                        job.emit({"type": "finish", "index": c.index, "reason": c.finish_reason})
+            if all(c.finish_reason for c in job.choices):
+                self._finish_job(job, cancelled=job.cancelled)
+        self.batch.drop_finished()
+
+    def _finish_job(self, job: Job, cancelled: bool) -> None:
+        if job in self._running:
+            self._running.remove(job)
+        if job in self._joining:
+            self._joining.remove(job)
+        if job.session is not None and (job.choices or job.prefilled):
+            self.cache.put(job.session)
+        self.completed += 1
+        usage = {"prompt_tokens": len(job.prompt_ids), "completion_tokens": sum(c.tokens for c in job.choices),
+                 "cached_tokens": job.cached_tokens}
+        job.emit({"type": "done", "usage": usage, "cancelled": cancelled})
+
+    def _fail(self, job: Job, message: str) -> None:
+        try:
+            job.emit({"type": "error", "message": message})
+        except Exception:  # noqa: BLE001 -- a consumer that is gone
+            pass

@@ -1,0 +1,192 @@
+"""`piegpu serve` driven by the official openai client: outputs equal model.generate, streaming, batching."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.server.conftest import MODEL_ID
+
+openai = pytest.importorskip("openai", reason="the server tests drive the official openai client: pip install openai")
+
+QUESTIONS = ["What is the capital of France?", "Name a color.", "Count to five.", "Say hello in Spanish.",
+             "What is 2 + 2?", "Name a fruit.", "What is water made of?", "Who wrote Hamlet?"]
+
+
+def alone(model, prompt: str, max_tokens: int, **kw) -> str:
+    g = model.generate(prompt, max_tokens=max_tokens, chat=True, **kw)
+    g.run()
+    return g.text
+
+
+def health(server) -> dict:
+    with urllib.request.urlopen(server.base + "/health", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def test_models_and_health(server):
+    c = server.client()
+    assert [m.id for m in c.models.list().data] == [MODEL_ID]
+    assert health(server)["status"] == "ok"
+
+
+def test_chat_greedy_equals_generate(server, default_model):
+    c = server.client()
+    r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": QUESTIONS[0]}],
+                                  max_tokens=24, temperature=0)
+    assert r.choices[0].message.content == alone(default_model, QUESTIONS[0], 24)
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens == len(default_model.tokenizer.encode(default_model.chat_prompt(QUESTIONS[0])).ids)
+    assert r.usage.completion_tokens > 0 and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_completions_stream_and_not_stream_agree(server, default_model):
+    c = server.client()
+    r = c.completions.create(model=MODEL_ID, prompt="Once upon a time", max_tokens=12, temperature=0)
+    g = default_model.generate("Once upon a time", max_tokens=12)
+    g.run()
+    assert r.choices[0].text == g.text and r.choices[0].finish_reason == "length"
+    pieces, finish, usage = [], None, None
+    for ch in c.completions.create(model=MODEL_ID, prompt="Once upon a time", max_tokens=12, temperature=0,
+                                   stream=True, stream_options={"include_usage": True}):
+        if ch.choices:
+            pieces.append(ch.choices[0].text)
+            finish = ch.choices[0].finish_reason or finish
+        if ch.usage is not None:
+            usage = ch.usage
+    assert "".join(pieces) == g.text and finish == "length"
+    assert usage.completion_tokens == 12
+
+
+def test_seeded_sampling_is_reproducible_and_the_seed_matters(server, default_model):
+    c = server.client()
+    kw = dict(model=MODEL_ID, messages=[{"role": "user", "content": "Write a word."}], max_tokens=16,
+              temperature=1.0, top_p=0.95)
+    a = [c.chat.completions.create(seed=s, **kw).choices[0].message.content for s in (11, 11, 12, 13)]
+    assert a[0] == a[1]
+    assert len(set(a[1:])) > 1
+    # the row's seed is the generation's seed: the same text as model.generate with that seed
+    assert a[0] == alone(default_model, "Write a word.", 16, sampler="top-p", top_p=0.95, temperature=1.0, seed=11)
+
+
+def test_n_choices_and_stop_strings(server, default_model):
+    c = server.client()
+    r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "Write a word."}],
+                                  max_tokens=8, temperature=1.0, seed=5, n=3)
+    assert [ch.index for ch in r.choices] == [0, 1, 2]
+    for i, ch in enumerate(r.choices):  # choice i is seed + i, prompt prefilled once
+        assert ch.message.content == alone(default_model, "Write a word.", 8, sampler="temperature", seed=5 + i)
+    full = alone(default_model, QUESTIONS[0], 24)
+    stop = full.split()[2]  # a word in the middle of the answer
+    r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": QUESTIONS[0]}],
+                                  max_tokens=24, temperature=0, stop=[stop])
+    assert r.choices[0].message.content == full[: full.index(stop)] and r.choices[0].finish_reason == "stop"
+
+
+def test_logprobs_come_from_the_device_top_k(server):
+    c = server.client()
+    r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": QUESTIONS[1]}],
+                                  max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    assert "".join(t.token for t in content).startswith(r.choices[0].message.content[:3])
+    for t in content:
+        assert len(t.top_logprobs) == 3
+        lps = [x.logprob for x in t.top_logprobs]
+        assert lps == sorted(lps, reverse=True) and lps[0] <= 0
+        assert t.top_logprobs[0].token == t.token and abs(t.top_logprobs[0].logprob - t.logprob) < 1e-5  # greedy
+        assert bytes(t.bytes).decode("utf-8", "replace") == t.token
+
+
+def test_json_schema_response_format_validates(server):
+    jsonschema = pytest.importorskip("jsonschema", reason="pip install jsonschema")
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "population": {"type": "integer", "minimum": 0}},
+              "required": ["city", "population"], "additionalProperties": False}
+    c = server.client()
+    r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "Describe Paris as JSON."}],
+                                  max_tokens=60, temperature=0.5, seed=1,
+                                  response_format={"type": "json_schema",
+                                                   "json_schema": {"name": "city", "schema": schema}})
+    assert r.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+    r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "Any JSON object."}],
+                                  max_tokens=40, temperature=0, response_format={"type": "json_object"})
+    if r.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(r.choices[0].message.content), dict)
+    else:  # cut by max_tokens: still a prefix of an object
+        assert r.choices[0].message.content.lstrip().startswith("{")
+
+
+def test_sixteen_concurrent_streams_equal_their_requests_alone(server, default_model):
+    """16 streaming clients at once (rows of the same passes): each stream is complete and equals its run alone."""
+    prompts = [QUESTIONS[i % len(QUESTIONS)] + (" Briefly." if i >= len(QUESTIONS) else "") for i in range(16)]
+    out: dict = {}
+    errors: list = []
+
+    def run(i):
+        try:
+            c = server.client()
+            pieces, finish = [], None
+            for ch in c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": prompts[i]}],
+                                                max_tokens=12, temperature=0, stream=True):
+                if ch.choices:
+                    pieces.append(ch.choices[0].delta.content or "")
+                    finish = ch.choices[0].finish_reason or finish
+            out[i] = ("".join(pieces), finish)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append((i, repr(e)))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    for i, p in enumerate(prompts):
+        assert out[i] == (alone(default_model, p, 12), out[i][1]) and out[i][1] in ("stop", "length"), i
+
+
+def test_a_client_leaving_mid_stream_frees_its_row_and_leaves_others_untouched(server, default_model):
+    c = server.client()
+    result = {}
+
+    def other():
+        r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": QUESTIONS[2]}],
+                                      max_tokens=20, temperature=0)
+        result["text"] = r.choices[0].message.content
+
+    t = threading.Thread(target=other)
+    t.start()
+    stream = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "Tell a long story."}],
+                                       max_tokens=400, temperature=0, stream=True)
+    got = 0
+    for ch in stream:
+        if ch.choices and ch.choices[0].delta.content:
+            got += 1
+            if got == 3:
+                break
+    stream.close()  # the client goes away mid-stream
+    t.join(300)
+    assert result["text"] == alone(default_model, QUESTIONS[2], 20)
+    deadline = time.time() + 30
+    while time.time() < deadline and health(server)["load"] != 0:
+        time.sleep(0.2)
+    assert health(server)["load"] == 0, "the abandoned request still holds its row"
+
+
+def test_a_second_chat_turn_reuses_the_prefix_and_answers_the_same(server, default_model):
+    c = server.client()
+    turn1 = [{"role": "user", "content": "My name is Ada. Remember it."}]
+    r1 = c.chat.completions.create(model=MODEL_ID, messages=turn1, max_tokens=16, temperature=0)
+    turn2 = turn1 + [{"role": "assistant", "content": r1.choices[0].message.content},
+                     {"role": "user", "content": "What is my name?"}]
+    r2 = c.chat.completions.create(model=MODEL_ID, messages=turn2, max_tokens=16, temperature=0)
+    assert r2.usage.prompt_tokens_details.cached_tokens > 0
+    g = default_model.generate(default_model.chat_prompt(turn2), max_tokens=16)  # no cache: a fresh prefill
+    g.run()
+    assert r2.choices[0].message.content == g.text
