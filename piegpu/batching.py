@@ -4,7 +4,11 @@ Both run on a runtime Batch (continuous batching): every sequence is a row of th
 decode pass, sampled on the device by one epilogue with per-row parameters. n samples
 of one prompt prefill it once and fork the working set (ws.fork()) for each sample.
 Each row draws from its own [seed, draws] RNG state, so a row's tokens equal those of
-the same prompt generated alone with the same seed.
+the same prompt generated alone with the same seed. A grammar (grammar=, regex=, json_schema=,
+json_object=) gives each row its own llguidance matcher, whose mask the row sampler applies
+on the device; unlike generate() alone, tokens the grammar forces are drawn (from a mask
+allowing only them) rather than prefilled, and there is no budget completion near max_tokens:
+greedy rows equal their runs alone, seeded rows may differ after a forced token.
 """
 
 from __future__ import annotations
@@ -30,14 +34,16 @@ def _batch(model, max_batch: int) -> Batch:
 
 def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False) -> None:
     """Add generation g to the batch; its tokens and text arrive through g.accept."""
-    params = RowParams.of(g.sampler, g.seed, logprobs)
+    constraint = getattr(g, "constraint", None)  # grammar=/regex=/json_schema=...: a mask per row
+    params = RowParams.of(g.sampler, g.seed, logprobs, constrained=constraint is not None)
     g._done = True  # it runs here, not through its own stream
     g.stats.stop_reason = ""
 
     def on_token(seq, tok):
         _, more = g.accept(tok)
         return more
-    state = RowState(params, g.model.config.vocab_size, g.prompt_ids)  # penalties count the prompt, as generate() does
+    state = RowState(params, g.model.config.vocab_size, g.prompt_ids,  # penalties count the prompt, as generate() does
+                     constraint.matcher() if constraint is not None else None)
     g._seq = batch.add(g.prompt_ids, params, g.budget, g.stop_ids, on_token, session=session, row_state=state)
 
 

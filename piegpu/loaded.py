@@ -169,7 +169,6 @@ class Model:
         """
         if n != 1:
             from .batching import Samples
-            _no_batched_grammar(sampler_args, "generate(n=...)")
             _no_program(sampler, "generate(n=...)")
             if working_set is not None or reuse_prefix:
                 raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set= "
@@ -186,7 +185,6 @@ class Model:
         """One finished Generation per prompt, decoded together (one row per prompt in each pass)."""
         from .batching import generate_batch
         self.check_open()
-        _no_batched_grammar(sampler_args, "generate_batch")
         _no_program(sampler, "generate_batch")
         return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                               seed=seed, stop=stop, chat=chat, max_batch=max_batch, **sampler_args)
@@ -198,15 +196,6 @@ def _no_program(sampler, where: str) -> None:
     if is_sampler_program(sampler):
         raise ValidationError(f"{where}: a sampler program (eta container) runs in generate() with n=1 only. "
                               "Fix: call model.generate(prompt, sampler=prog) per prompt, or use a named sampler")
-
-
-def _no_batched_grammar(options: dict, where: str) -> None:
-    """Batched rows carry no grammar mask yet: refuse grammar=/regex=/json_schema=... instead of ignoring them."""
-    from .inferlets.grammar import REQUEST_KEYS
-    given = [k for k in REQUEST_KEYS if options.get(k) not in (None, False)]
-    if given:
-        raise ValidationError(f"{where}: {given} constrain one sequence at a time; batched rows do not apply "
-                              "grammars yet. Fix: call model.generate(...) for each prompt or sample")
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None) -> Model:
