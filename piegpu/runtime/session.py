@@ -51,6 +51,38 @@ class Prefiller:
         return fwd, ch
 
 
+async def prefill_together(pipe, parts: list) -> None:
+    """Prefill several sessions in one pass: parts = [(session, ids)], each session's ids appended to its KV.
+
+    One multi-sequence pass (CSR offsets over the sessions' tokens) instead of one pass per
+    session and chunk: the weights are read once for every joining prompt. A single part runs
+    through that session's own prefill passes. The caller keeps the total token count to a
+    few distinct sizes (the pass's scratch buffers are cached per size).
+    """
+    parts = [(sess, list(ids)) for sess, ids in parts if len(ids)]
+    if len(parts) == 1:
+        await parts[0][0].extend(parts[0][1])
+        return
+    if not parts:
+        return
+    sizes = [len(ids) for _, ids in parts]
+    for sess, _ in parts:
+        sess.sync()
+        sess.prefill.clear()
+    flat = [t for _, ids in parts for t in ids]
+    offsets = [0]
+    for n in sizes:
+        offsets.append(offsets[-1] + n)
+    tokens = Channel([len(flat)], dtype.i32).named(f"prefill[{len(flat)}]x{len(parts)}")
+    fwd = ForwardPass()
+    fwd.embed(tokens, Channel.from_(offsets, dtype.u32))
+    fwd.state([sess.ws for sess, _ in parts], StateGeometry.folding())
+    tokens.put(flat)
+    await pipe.submit(fwd)
+    for sess, ids in parts:
+        sess.tokens += ids
+
+
 class Session:
     """The decoding state of one working set of one model (see the module docstring)."""
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..runtime.batch import Batch
+from ..runtime.session import PREFILL_CHUNKS, prefill_together
 from ..samplers.rows import RowParams, RowSampling, RowState
 from .prefix_cache import PrefixCache
 from .text import TextStream, TokenText
@@ -174,13 +175,11 @@ class Engine:
                         job.cancel()
             for job in [j for j in self._joining if j.cancelled]:
                 self._finish_job(job, cancelled=True)
-            job = self._next_joining()
-            if job is not None:
-                await self._prefill(job)
+            prefilled = await self._prefill_round()
             if self.batch.active:
                 await self.batch.step()
                 self._collect()
-            elif job is None:
+            elif not prefilled:
                 with self._lock:
                     idle = not self._inbox and not self._joining and not self._running
                 if self._stopping and idle:
@@ -194,24 +193,45 @@ class Engine:
                     await self._wake.wait()
                 self._wake.clear()
 
-    def _next_joining(self) -> Job | None:
-        """The first joining job whose choices fit in the batch now."""
-        rows = sum(1 for s in self.batch.sequences if not s.done)
-        for job in self._joining:
-            if rows + len(job.params) <= self.max_batch:
-                return job
-            break  # keep arrival order: the first one waits for room
-        return None
+    async def _prefill_round(self) -> bool:
+        """One prefill pass over as many joining prompts as fit (in arrival order); False if none could.
 
-    async def _prefill(self, job: Job) -> None:
-        if job.session is None:
-            job.session = self._start_session(job)
-        end = min(len(job.prompt_ids) - 1, job.prefilled + self.prefill_chunk)
-        if end > job.prefilled:
-            await job.session.extend(job.prompt_ids[job.prefilled: end])
-            job.prefilled = end
-        if job.prefilled >= len(job.prompt_ids) - 1:
-            self._join(job)
+        Each joining job whose choices fit in the batch gets the next chunk of its prompt; the
+        chunks together are at most PREFILL_CHUNKS[0] tokens and are trimmed to one of the
+        PREFILL_CHUNKS sizes (few distinct pass shapes). Jobs whose prompt is then in the KV
+        (all but its last token) join the batch.
+        """
+        rows = sum(1 for s in self.batch.sequences if not s.done)
+        budget = PREFILL_CHUNKS[0]
+        picks = []  # [job, tokens this round]
+        for job in self._joining:
+            if rows + len(job.params) > self.max_batch:
+                break  # keep arrival order: the first one that does not fit waits for room
+            if job.session is None:
+                job.session = self._start_session(job)
+            take = min(len(job.prompt_ids) - 1 - job.prefilled, budget)
+            if take == 0 and job.prefilled < len(job.prompt_ids) - 1:
+                break
+            picks.append([job, take])
+            budget -= take
+            rows += len(job.params)
+        if not picks:
+            return False
+        total = sum(n for _, n in picks)
+        if total:
+            cut = total - next(c for c in PREFILL_CHUNKS if c <= total)  # trim the newest picks to a chunk size
+            for pick in reversed(picks):
+                d = min(cut, pick[1])
+                pick[1] -= d
+                cut -= d
+            parts = [(job.session, job.prompt_ids[job.prefilled: job.prefilled + n]) for job, n in picks if n]
+            await prefill_together(self.model.default_pipeline, parts)
+            for pick in picks:
+                pick[0].prefilled += pick[1]
+        for job, _ in picks:
+            if job.prefilled >= len(job.prompt_ids) - 1:
+                self._join(job)
+        return True
 
     def _start_session(self, job: Job):
         need = min(self.ctx, len(job.prompt_ids) + job.max_tokens)

@@ -235,3 +235,18 @@ def test_grammar_mask_rows_draw_only_allowed_tokens_and_top_logprobs_match_numpy
         d = dict(top)
         if tok in d:
             assert abs(d[tok] - lp) < 1e-5
+
+
+def test_prefill_together_equals_prefilling_each_alone(tiny):
+    """Several prompts prefilled in one multi-sequence pass decode exactly as if each was prefilled alone."""
+    from piegpu.runtime.session import prefill_together
+    ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS]
+    sessions = [tiny.session(tiny.working_set(64)) for _ in ids]
+    run_sync(prefill_together(tiny.default_pipeline, [(s, i[:-1]) for s, i in zip(sessions, ids)]))
+    assert [s.ws.length for s in sessions] == [len(i) - 1 for i in ids]
+    assert [s.tokens for s in sessions] == [i[:-1] for i in ids]
+    batch = Batch(tiny, RowSampling(tiny.config.vocab_size))
+    seqs = [batch.add(i, RowParams(0.0), 8, session=s) for i, s in zip(ids, sessions)]
+    assert batch.stats.prefill_passes == 0 and all(s.ready for s in seqs)
+    run_sync(batch.run())
+    assert [s.tokens for s in seqs] == [alone(tiny, p, max_tokens=8) for p in PROMPTS]
