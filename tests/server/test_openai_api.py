@@ -190,3 +190,16 @@ def test_a_second_chat_turn_reuses_the_prefix_and_answers_the_same(server, defau
     g = default_model.generate(default_model.chat_prompt(turn2), max_tokens=16)  # no cache: a fresh prefill
     g.run()
     assert r2.choices[0].message.content == g.text
+
+
+def test_the_example_client_runs_against_the_server(server):
+    """examples/openai_client.py, as a user runs it, pointed at the test server through OPENAI_BASE_URL."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    example = Path(__file__).resolve().parents[2] / "examples" / "openai_client.py"
+    r = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "none"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"model: {MODEL_ID}" in r.stdout and "JSON: {" in r.stdout and "first token alternatives" in r.stdout
