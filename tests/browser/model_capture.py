@@ -79,7 +79,7 @@ def capture(load_model) -> Capture:
             logits = np.asarray(model.logits(ids), np.float32)
             config = model.config
         phase[0] = "examples/top_a.py"
-        # Its own event loop on a worker thread: Playwright's sync API may be running one here.
+        # On a worker thread with a loop of its own, whether or not the caller's thread runs one.
         example = load_example("top_a")
         with contextlib.redirect_stdout(io.StringIO()), ThreadPoolExecutor(1) as pool:  # it streams its text
             pool.submit(asyncio.run, example.main("Once upon a time", 3, 7)).result()
