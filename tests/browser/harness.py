@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -74,25 +75,34 @@ def missing() -> str | None:
 
 
 class Browser:
-    """One headless Chromium with the harness page open; close() ends the browser and the server."""
+    """One headless Chromium with the harness page open; close() ends the browser and the server.
+
+    Playwright's sync API keeps an asyncio loop running in the thread that started it, which
+    would break every later asyncio.run() of the test session in that thread; so the browser
+    lives on a thread of its own and every call is handed to it.
+    """
 
     def __init__(self):
-        from playwright.sync_api import sync_playwright
         self._profile = tempfile.mkdtemp(prefix="piegpu-chromium-")
         self._server = serve(PAGE)
-        self._pw = sync_playwright().start()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="chromium")
+        self.console: list = []
         try:
-            self._context = self._pw.chromium.launch_persistent_context(
-                self._profile, executable_path=CHROMIUM, headless=True, args=list(FLAGS))
-            self.page = self._context.new_page()
-            self.console: list = []
-            self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
-            self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
-            self.page.goto(f"http://127.0.0.1:{self._server.server_address[1]}/index.html")
-            self.info = self.page.evaluate("names => harness.init(names)", list(LIMITS))
+            self.info = self._thread.submit(self._start).result()
         except BaseException:
             self.close()
             raise
+
+    def _start(self) -> dict:
+        from playwright.sync_api import sync_playwright
+        self._pw = sync_playwright().start()
+        self._context = self._pw.chromium.launch_persistent_context(
+            self._profile, executable_path=CHROMIUM, headless=True, args=list(FLAGS))
+        self.page = self._context.new_page()
+        self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
+        self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
+        self.page.goto(f"http://127.0.0.1:{self._server.server_address[1]}/index.html")
+        return self.page.evaluate("names => harness.init(names)", list(LIMITS))
 
     @property
     def limits(self) -> dict:
@@ -102,7 +112,8 @@ class Browser:
     def _call(self, fn: str, items: list) -> list:
         results = []
         for i in range(0, len(items), BATCH):
-            reply = self.page.evaluate(f"items => harness.{fn}(items)", items[i: i + BATCH])
+            reply = self._thread.submit(self.page.evaluate, f"items => harness.{fn}(items)",
+                                        items[i: i + BATCH]).result()
             if reply["stray"]:
                 raise HarnessError(f"harness.{fn}: errors outside any item: {reply['stray']}; console: {self.console}")
             results.extend(reply["results"])
@@ -113,15 +124,22 @@ class Browser:
         return self._call("compile", items)
 
     def run(self, items: list) -> list:
-        """Run eta program items (eta_items.program_item): per item {label, errors, warnings, output?}."""
+        """Run eta program items (eta_items.ProgramItem/EpilogueItem): per item {label, errors, warnings, output?}."""
         return self._call("run", items)
 
-    def close(self) -> None:
-        """Close the browser, stop Playwright and the server, delete the profile."""
-        for step in (lambda: self._context.close(), lambda: self._pw.stop(), self._server.shutdown,
-                     self._server.server_close):
+    def _stop(self) -> None:
+        for step in (lambda: self._context.close(), lambda: self._pw.stop()):
             try:
                 step()
             except Exception:
                 pass
-        shutil.rmtree(self._profile, ignore_errors=True)
+
+    def close(self) -> None:
+        """Close the browser, stop Playwright and the server, delete the profile."""
+        try:
+            self._thread.submit(self._stop).result()
+        finally:
+            self._thread.shutdown()
+            self._server.shutdown()
+            self._server.server_close()
+            shutil.rmtree(self._profile, ignore_errors=True)

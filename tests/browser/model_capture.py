@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import importlib.util
 import io
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -78,8 +79,10 @@ def capture(load_model) -> Capture:
             logits = np.asarray(model.logits(ids), np.float32)
             config = model.config
         phase[0] = "examples/top_a.py"
-        with contextlib.redirect_stdout(io.StringIO()):  # it streams its text
-            asyncio.run(load_example("top_a").main("Once upon a time", 3, 7))
+        # On a worker thread with a loop of its own, whether or not the caller's thread runs one.
+        example = load_example("top_a")
+        with contextlib.redirect_stdout(io.StringIO()), ThreadPoolExecutor(1) as pool:  # it streams its text
+            pool.submit(asyncio.run, example.main("Once upon a time", 3, 7)).result()
     return Capture(list(calls.values()), logits, ids, config, list(programs.values()))
 
 

@@ -61,3 +61,12 @@ def test_run_round_trips_every_dtype(browser):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
     np.testing.assert_array_equal(got[4].view(np.uint32), want[4].view(np.uint32))  # moves keep -0 and NaN's sign
+
+
+def test_asyncio_run_still_works_with_the_browser_open(browser):
+    """Playwright's loop lives on the browser's thread: later tests of the session may asyncio.run()."""
+    import asyncio
+
+    async def three():
+        return 3
+    assert asyncio.run(three()) == 3

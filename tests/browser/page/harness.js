@@ -118,8 +118,10 @@ const harness = (() => {
   }
 
   // An eta program as the runtime binds it (piegpu/runtime/compiled.py): one read_write
-  // storage buffer per plan binding (a pure program has one, the arena) in group 0, the
-  // kernels dispatched in order in one compute pass, then the outputs copied out.
+  // storage buffer per plan binding in group 0 -- the arena, then an epilogue's logits and
+  // channel buffers (item.buffers: {words, data} per binding after the arena) -- the kernels
+  // dispatched in order in one compute pass, then the outputs (arena words) and every
+  // buffer of item.read_back copied out, in that order.
   async function runOne(item) {
     let out;
     let built;
@@ -134,14 +136,23 @@ const harness = (() => {
     if (out.errors.length) return out;
     const pipelines = await Promise.all(built.pipelines);
     const buffers = [];
+    const storage = (words) => {
+      const b = device.createBuffer({size: Math.max(16, words * 4),
+                                     usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC});
+      buffers.push(b);
+      return b;
+    };
     try {
       device.pushErrorScope("validation");
-      const arena = device.createBuffer({size: Math.max(16, item.arena_words * 4),
-                                         usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST |
-                                                GPUBufferUsage.COPY_SRC});
-      buffers.push(arena);
-      for (const [offset, data] of item.inputs) device.queue.writeBuffer(arena, offset * 4, fromBase64(data));
-      const bindGroup = device.createBindGroup({layout: layouts.group, entries: bindingsOf(item, arena)});
+      const extra = item.buffers || [];
+      if (extra.length !== item.bindings.length - 1) {
+        throw new Error(`${item.bindings.length} bindings but ${extra.length} buffers besides the arena`);
+      }
+      const bound = [storage(item.arena_words), ...extra.map((b) => storage(b.words))];
+      for (const [offset, data] of item.inputs) device.queue.writeBuffer(bound[0], offset * 4, fromBase64(data));
+      extra.forEach((b, i) => { if (b.data) device.queue.writeBuffer(bound[i + 1], 0, fromBase64(b.data)); });
+      const entries = bound.map((buffer, binding) => ({binding, resource: {buffer}}));
+      const bindGroup = device.createBindGroup({layout: layouts.group, entries});
       const encoder = device.createCommandEncoder();
       const pass = encoder.beginComputePass();
       pass.setBindGroup(0, bindGroup);
@@ -150,13 +161,15 @@ const harness = (() => {
         pass.dispatchWorkgroups(gx, gy, 1);
       });
       pass.end();
-      const total = item.outputs.reduce((s, [, words]) => s + words, 0);
+      const copies = item.outputs.map(([offset, words]) => [bound[0], offset, words]);
+      for (const i of item.read_back || []) copies.push([bound[i], 0, extra[i - 1].words]);
+      const total = copies.reduce((s, [, , words]) => s + words, 0);
       const readback = device.createBuffer({size: Math.max(16, total * 4),
                                             usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
       buffers.push(readback);
       let pos = 0;
-      for (const [offset, words] of item.outputs) {
-        if (words > 0) encoder.copyBufferToBuffer(arena, offset * 4, readback, pos * 4, words * 4);
+      for (const [buffer, offset, words] of copies) {
+        if (words > 0) encoder.copyBufferToBuffer(buffer, offset * 4, readback, pos * 4, words * 4);
         pos += words;
       }
       device.queue.submit([encoder.finish()]);
@@ -172,14 +185,6 @@ const harness = (() => {
       for (const b of buffers) b.destroy();
     }
     return out;
-  }
-
-  // A pure program binds only the arena; any other binding would need data the test cannot send.
-  function bindingsOf(item, arena) {
-    if (item.bindings.length !== 1 || item.bindings[0] !== "arena") {
-      throw new Error(`bindings ${item.bindings}: only pure programs (one arena binding) run here`);
-    }
-    return [{binding: 0, resource: {buffer: arena}}];
   }
 
   async function run(items) {
