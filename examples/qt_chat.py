@@ -7,7 +7,12 @@ template and generates with reuse_prefix=True on one working set kept for the co
 so only the tokens the working set does not hold yet (the new user turn) are prefilled.
 
     pip install 'piegpu[qt]'
-    python examples/qt_chat.py [--model PATH] [--context 2048]
+    python examples/qt_chat.py [--model PATH] [--context 2048] [--temperature 0.2] [--top-p 0.9] [--max-tokens 256]
+
+After loading, the window warms up on its worker (builds the forward passes, compiles the sampler
+of the current settings, prefills the chat template's system prompt). What keeps the event loop
+free on a CPU adapter is measured in tests/apps/test_qt_chat.py: gc.freeze() after the warm-up and
+the driver's threads reniced below the UI thread (yield_cpu_to_ui).
 """
 
 from __future__ import annotations
@@ -305,8 +310,8 @@ class ChatWindow(QMainWindow):
         # the working set, which every conversation starts with -- so the first answer starts as fast
         # as later ones.
         self._status("Warming up: building the forward pass and compiling the sampler...")
-        warm = self.turn = Turn(model, self.ws, [{"role": "user", "content": ""}], replace(self.settings(), max_tokens=1),
-                                self._seed)
+        empty = [{"role": "user", "content": ""}]
+        warm = self.turn = Turn(model, self.ws, empty, replace(self.settings(), max_tokens=1), self._seed)
         warm.ended.connect(self._on_warm)
         warm.start()
 
@@ -317,7 +322,7 @@ class ChatWindow(QMainWindow):
         # What exists now (Qt, the model, its compiled passes) lives as long as the window: leave it out
         # of the cyclic GC, whose full collections would otherwise scan it all while holding the GIL
         # (20-70 ms pauses measured here, in whichever thread triggers them: the event loop stalls).
-        gc.collect()
+        # No gc.collect() first: that would be such a pause itself; the little garbage frozen stays.
         gc.freeze()
         self._set_busy(False)
         self._status(f"Ready: {self.model.source}" if not error else f"Warm-up failed ({error}); ready anyway")
