@@ -1,10 +1,11 @@
 """Weight matrices in the GPU layouts of shaders/formats, and their upload in chunks.
 
-Every format stores a row as 32-weight blocks of 32-bit words (f32: 32 words, f16:
-16, Q8_0: 9, Q4_1: 5) so a shader reads 4-byte aligned words. GGUF Q8_0/Q4_1
-blocks are repacked losslessly: the GPU computes with exactly the values of
-gguf's dequantization. A matrix bigger than one storage binding is split into row
-chunks, each dispatched on its own, so any model size loads.
+GGUF tensors are uploaded as GGUF stores them: each GGML type has a format snippet
+(shaders/formats/<fmt>.wgsl) that reads its blocks in place, so the device computes
+with exactly the values of gguf's dequantization. HF float tensors are stored as f32 or
+f16 rows. A matrix bigger than one storage binding is split into row chunks, each
+dispatched on its own, so any model size loads. A fused matrix (q | k | v) whose parts
+have different types (Q4_K_M files keep v in Q6_K) stays in parts, one format each.
 """
 
 from __future__ import annotations
@@ -15,23 +16,49 @@ import numpy as np
 
 from ..errors import ModelError
 
-WORDS_PER_BLOCK = {"f32": 32, "f16": 16, "q8_0": 9, "q4_1": 5}
-GGML_FORMATS = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_1": "q4_1"}
+# GGML type -> (shader format, bytes per block, weights per block). Every row is whole blocks.
+GGML_FORMATS = {
+    "F32": ("f32", 4, 1), "F16": ("f16", 2, 1), "BF16": ("bf16", 2, 1),
+    "Q4_0": ("q4_0", 18, 32), "Q4_1": ("q4_1", 20, 32), "Q5_0": ("q5_0", 22, 32), "Q5_1": ("q5_1", 24, 32),
+    "Q8_0": ("q8_0", 34, 32), "Q4_K": ("q4_k", 144, 256), "Q5_K": ("q5_k", 176, 256), "Q6_K": ("q6_k", 210, 256),
+}
+FORMAT_GGML = {fmt: name for name, (fmt, _, _) in GGML_FORMATS.items()}
 ROW_ALIGN = 64  # chunk boundaries keep whole invocations (R rows) and row pairs together
 
 
 @dataclass
 class HostMatrix:
-    """A weight matrix repacked for the shaders: words [rows, blocks * WORDS_PER_BLOCK[fmt]]."""
+    """A weight matrix in one shader format: bytes [rows, row_bytes] (GGUF blocks, or f32/f16 rows).
+
+    `data` may be a view of a memory-mapped GGUF file: nothing is copied until upload.
+    """
 
     fmt: str
     rows: int
     cols: int
-    words: np.ndarray
+    data: np.ndarray
 
-    def row_words(self) -> int:
-        """32-bit words per row."""
-        return self.words.shape[1]
+    def row_bytes(self) -> int:
+        """Bytes per row."""
+        return self.data.shape[1]
+
+
+@dataclass
+class RowParts:
+    """A matrix stacked from parts of different formats (rows of part 0, then part 1, ...)."""
+
+    parts: list
+    cols: int
+
+    @property
+    def rows(self) -> int:
+        """Rows of all parts."""
+        return sum(p.rows for p in self.parts)
+
+    @property
+    def fmt(self) -> str:
+        """The parts' formats joined with '+'."""
+        return "+".join(p.fmt for p in self.parts)
 
 
 def _check_cols(cols: int, what: str) -> None:
@@ -41,91 +68,71 @@ def _check_cols(cols: int, what: str) -> None:
 
 
 def pack_dense(w: np.ndarray, fmt: str, what: str = "matrix") -> HostMatrix:
-    """A float matrix [rows, cols] as f32 or f16 blocks."""
+    """A float matrix [rows, cols] as f32 or f16 rows."""
     w = np.asarray(w)
     rows, cols = w.shape
     _check_cols(cols, what)
-    if fmt == "f32":
-        words = np.ascontiguousarray(w, dtype=np.float32).view(np.uint32)
-    elif fmt == "f16":
-        words = np.ascontiguousarray(w, dtype=np.float16).view(np.uint32)
-    else:
+    if fmt not in ("f32", "f16"):
         raise ModelError(f"{what}: dense format {fmt!r} is not f32 or f16")
-    return HostMatrix(fmt, rows, cols, words.reshape(rows, -1))
+    data = np.ascontiguousarray(w, dtype=np.float32 if fmt == "f32" else np.float16)
+    return HostMatrix(fmt, rows, cols, data.view(np.uint8).reshape(rows, -1))
 
 
 def pack_ggml(ggml_type: str, data: np.ndarray, cols: int, what: str = "matrix") -> HostMatrix:
-    """GGUF rows of blocks (uint8 [rows, row_bytes]) repacked for the shaders, bit for bit."""
+    """GGUF rows of blocks (uint8 [rows, row_bytes]) as a matrix the shaders read in place (no copy)."""
+    if ggml_type not in GGML_FORMATS:
+        raise ModelError(f"{what}: GGUF type {ggml_type} is not supported; piegpu reads "
+                         f"{', '.join(GGML_FORMATS)}. Fix: requantize the model to one of them (llama-quantize)")
     _check_cols(cols, what)
-    rows = data.shape[0]
-    nb = cols // 32
-    if ggml_type == "F32":
-        return pack_dense(data.view(np.float32).reshape(rows, cols), "f32", what)
-    if ggml_type == "F16":
-        return pack_dense(data.view(np.float16).reshape(rows, cols), "f16", what)
-    if ggml_type == "Q4_1":
-        b = np.ascontiguousarray(data).reshape(rows, nb, 20)
-        dm = b[:, :, 0:4].copy().view(np.uint32)  # d (low half) and m (high half) as f16
-        qs = b[:, :, 4:20].copy().view(np.uint32)  # 4 words of nibbles
-        words = np.concatenate([qs, dm], axis=2)
-    elif ggml_type == "Q8_0":
-        b = np.ascontiguousarray(data).reshape(rows, nb, 34)
-        d = b[:, :, 0:2].copy().view(np.uint16).astype(np.uint32)
-        qs = b[:, :, 2:34].copy().view(np.uint32)
-        words = np.concatenate([qs, d], axis=2)
-    else:
-        raise ModelError(f"{what}: GGUF type {ggml_type} has no GPU layout")
-    return HostMatrix(GGML_FORMATS[ggml_type], rows, cols, np.ascontiguousarray(words.reshape(rows, -1)))
+    fmt, block_bytes, block_elems = GGML_FORMATS[ggml_type]
+    if cols % block_elems:
+        raise ModelError(f"{what}: {cols} columns is not a whole number of {ggml_type} blocks ({block_elems})")
+    want = cols // block_elems * block_bytes
+    data = np.asarray(data)
+    if data.dtype != np.uint8 and data.ndim == 2:  # F32/F16 tensors arrive typed: the same bytes
+        data = np.ascontiguousarray(data).view(np.uint8)
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != want:
+        raise ModelError(f"{what}: {ggml_type} rows of {cols} weights take {want} bytes, got an array "
+                         f"{data.dtype} {list(data.shape)}; the GGUF tensor is corrupt -- re-download it")
+    return HostMatrix(fmt, data.shape[0], cols, data)
 
 
 def dequantize(m: HostMatrix) -> np.ndarray:
-    """The f32 values the shaders compute with (for tests)."""
-    nb = m.cols // 32
+    """The f32 values the shaders compute with, by gguf's dequantization (tests, format fallbacks)."""
     if m.fmt == "f32":
-        return m.words.view(np.float32).reshape(m.rows, m.cols).copy()
+        return np.ascontiguousarray(m.data).view(np.float32).reshape(m.rows, m.cols).copy()
     if m.fmt == "f16":
-        return m.words.view(np.float16).reshape(m.rows, m.cols).astype(np.float32)
-    blocks = m.words.reshape(m.rows, nb, -1)
-    if m.fmt == "q8_0":
-        q = blocks[:, :, :8].copy().view(np.int8).astype(np.float32)
-        d = (blocks[:, :, 8] & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float32)
-        return (q * d[:, :, None]).reshape(m.rows, m.cols)
-    qs = blocks[:, :, :4].copy().view(np.uint8).reshape(m.rows, nb, 16)
-    q = np.concatenate([qs & 15, qs >> 4], axis=2).astype(np.float32)
-    dm = blocks[:, :, 4].copy().view(np.float16).reshape(m.rows, nb, 2).astype(np.float32)
-    return (dm[:, :, 0:1] * q + dm[:, :, 1:2]).reshape(m.rows, m.cols)
+        return np.ascontiguousarray(m.data).view(np.float16).reshape(m.rows, m.cols).astype(np.float32)
+    import gguf
+    from gguf.quants import dequantize as gguf_dequantize
+    qtype = getattr(gguf.GGMLQuantizationType, FORMAT_GGML[m.fmt])
+    return np.asarray(gguf_dequantize(np.ascontiguousarray(m.data), qtype), np.float32).reshape(m.rows, m.cols)
 
 
-def unify(parts: list) -> list:
-    """Matrices to fuse in one format: as they are if they share one, else all as f16.
-
-    GGUF files often mix types inside a layer (e.g. Q4_K for q and k, Q6_K for v); a
-    fused matvec reads one layout, so such parts are dequantized and stored as f16.
-    """
-    if len({p.fmt for p in parts}) <= 1:
-        return parts
-    return [pack_dense(dequantize(p), "f16") for p in parts]
-
-
-def stack_rows(parts: list, what: str) -> HostMatrix:
-    """Matrices with equal columns, one below the other (formats unified first)."""
-    parts = unify(parts)
-    fmts = {p.fmt for p in parts}
+def stack_rows(parts: list, what: str):
+    """Matrices with equal columns, one below the other: a HostMatrix if they share a format, else RowParts."""
     cols = {p.cols for p in parts}
-    if len(fmts) != 1 or len(cols) != 1:
-        raise ModelError(f"{what}: cannot fuse formats {sorted(fmts)} / columns {sorted(cols)}")
+    if len(cols) != 1:
+        raise ModelError(f"{what}: cannot stack matrices of {sorted(cols)} columns")
+    if len({p.fmt for p in parts}) > 1:
+        return RowParts(list(parts), parts[0].cols)
     return HostMatrix(parts[0].fmt, sum(p.rows for p in parts), parts[0].cols,
-                      np.concatenate([p.words for p in parts], axis=0))
+                      np.concatenate([p.data for p in parts], axis=0))
 
 
 def interleave_rows(a: HostMatrix, b: HostMatrix, what: str) -> HostMatrix:
-    """Rows a0, b0, a1, b1, ... (gate and up, so one invocation sees both halves of SwiGLU)."""
-    a, b = unify([a, b])
-    if a.fmt != b.fmt or a.cols != b.cols or a.rows != b.rows:
-        raise ModelError(f"{what}: gate and up differ in format or shape")
-    words = np.empty((2 * a.rows, a.row_words()), np.uint32)
-    words[0::2], words[1::2] = a.words, b.words
-    return HostMatrix(a.fmt, 2 * a.rows, a.cols, words)
+    """Rows a0, b0, a1, b1, ... (gate and up, so one invocation sees both halves of SwiGLU).
+
+    Gate and up of different formats (no llama.cpp mix does this) are dequantized to f32,
+    which keeps gguf's values exactly.
+    """
+    if a.fmt != b.fmt:
+        a, b = pack_dense(dequantize(a), "f32", what), pack_dense(dequantize(b), "f32", what)
+    if a.cols != b.cols or a.rows != b.rows:
+        raise ModelError(f"{what}: gate and up differ in shape ({a.rows}x{a.cols} vs {b.rows}x{b.cols})")
+    data = np.empty((2 * a.rows, a.row_bytes()), np.uint8)
+    data[0::2], data[1::2] = a.data, b.data
+    return HostMatrix(a.fmt, 2 * a.rows, a.cols, data)
 
 
 @dataclass
@@ -135,7 +142,7 @@ class GpuMatrix:
     fmt: str
     rows: int
     cols: int
-    chunks: list = field(default_factory=list)  # (buffer, first row, row count)
+    chunks: list = field(default_factory=list)  # (buffer, first row, row count, format)
 
     @property
     def nbytes(self) -> int:
@@ -143,15 +150,24 @@ class GpuMatrix:
         return sum(c[0].size for c in self.chunks)
 
 
-def upload(device, m: HostMatrix, max_binding_bytes: int, label: str) -> GpuMatrix:
-    """Upload in row chunks no larger than one storage binding."""
-    import wgpu
-    row_bytes = m.row_words() * 4
-    per_chunk = max(ROW_ALIGN, (max_binding_bytes // row_bytes) // ROW_ALIGN * ROW_ALIGN)
+def upload(device, m, max_binding_bytes: int, label: str) -> GpuMatrix:
+    """Upload a HostMatrix or RowParts in row chunks no larger than one storage binding."""
     g = GpuMatrix(m.fmt, m.rows, m.cols)
-    for r0 in range(0, m.rows, per_chunk):
-        part = np.ascontiguousarray(m.words[r0: r0 + per_chunk])
-        buf = device.create_buffer_with_data(data=part.tobytes(), usage=wgpu.BufferUsage.STORAGE,
-                                             label=f"{label}[{r0}:]")
-        g.chunks.append((buf, r0, part.shape[0]))
+    row0 = 0
+    for part in (m.parts if isinstance(m, RowParts) else [m]):
+        _upload_part(device, part, max_binding_bytes, label, g, row0)
+        row0 += part.rows
     return g
+
+
+def _upload_part(device, m: HostMatrix, max_binding_bytes: int, label: str, g: GpuMatrix, first: int) -> None:
+    import wgpu
+    # 8 bytes of slack: formats with blocks at 2-byte alignment read one word past a field.
+    per_chunk = max(ROW_ALIGN, ((max_binding_bytes - 8) // m.row_bytes()) // ROW_ALIGN * ROW_ALIGN)
+    for r0 in range(0, m.rows, per_chunk):
+        part = np.ascontiguousarray(m.data[r0: r0 + per_chunk]).reshape(-1)
+        pad = (-part.size) % 4 + 4
+        data = part.tobytes() + bytes(pad)
+        buf = device.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.STORAGE,
+                                             label=f"{label}[{first + r0}:]")
+        g.chunks.append((buf, first + r0, min(per_chunk, m.rows - r0), m.fmt))

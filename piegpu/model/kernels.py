@@ -103,11 +103,11 @@ class Kernels:
         `binds` must die with the tokens channel's buffer (a working set's store, or a plan's own).
         """
         c = self.config
-        for buf, row0, nrows in table.chunks:
+        for buf, row0, nrows, fmt in table.chunks:
             params = {"NB": c.hidden_size // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size,
                       "SCALE": float(c.hidden_size ** 0.5) if c.family.embed_scale else 1.0,
                       **channel_layout.shader_params()}
-            k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{table.fmt}"})
+            k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{fmt}"})
             self.rec.dispatch(k, {0: buf, 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
                               "embed", self.scope + ("embed", row0, tokens), binds)
 
@@ -253,9 +253,9 @@ class Kernels:
             while per > 1 and (per * row_bytes) % align:  # group offsets must be aligned bindings
                 per -= 1
             groups = [(t0, min(per, tokens - t0)) for t0 in range(0, tokens, per)]
-        snippets = {"FORMAT": f"formats/{m.fmt}", "EPILOGUE": f"epilogues/{epilogue}"}
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
-        for buf, row0, nrows in m.chunks:
+        for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
+            snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}"}
             R, wg = self.rows_per_invocation(nrows, *splits, decode=decode)
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}

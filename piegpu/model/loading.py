@@ -14,7 +14,6 @@ from ..errors import ModelError
 from .config import LlamaConfig
 from .gpu_model import GpuModel
 from .weights import weights_from_gguf, weights_from_tensors
-from .packed import load_packed, save_packed, source_digest
 from .tokenizer import load_chat_template, load_tokenizer
 
 
@@ -84,15 +83,6 @@ def _as_float(v):
 
 
 def _gguf_weights(config: LlamaConfig, gguf: Path, model_dir: Path, verbose: bool):
-    sha = source_digest(gguf)
-    w = load_packed(model_dir, config, sha)
-    if w is not None:
-        return w
     from .gguf_convert import read_gguf_raw
-    _say(verbose, f"repacking {gguf.name} for the GPU (once)")
-    w = weights_from_gguf(config, read_gguf_raw(gguf))
-    try:
-        save_packed(model_dir, w, sha)
-    except OSError as e:
-        _say(True, f"could not cache the packed weights in {model_dir} ({e}); they are rebuilt next time")
-    return w
+    _say(verbose, f"reading {gguf.name} in place")
+    return weights_from_gguf(config, read_gguf_raw(gguf))

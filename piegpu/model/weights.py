@@ -1,7 +1,7 @@
 """A model's weights in GPU layouts (host side): fused QKV and gate/up rows, RoPE pair order.
 
 Built from HF-named float tensors or straight from GGUF blocks; uploaded by
-model/gpu_model.py, cached on disk by model/packed.py.
+model/gpu_model.py.
 """
 
 from __future__ import annotations
@@ -105,24 +105,22 @@ def weights_from_tensors(config: LlamaConfig, tensors: dict, fmt: str = "f32") -
 
 
 def weights_from_gguf(config: LlamaConfig, raw: dict) -> ModelWeights:
-    """GPU layouts straight from GGUF blocks (read_gguf_raw): F32/F16/Q8_0/Q4_1 bit-identical.
+    """GPU layouts straight from GGUF blocks (read_gguf_raw): every supported GGML type read natively.
 
-    Other GGUF types (K-quants, ...) are dequantized with the gguf package and stored
-    as f16 on the GPU.
+    Matrices keep the GGUF's bytes (the shaders dequantize them as gguf does); vectors
+    (norms, biases) are widened to f32 with gguf's dequantization.
     """
     def matrix(name, order):
         t = raw[name]
         data = t.data if order is None else t.data[order]
-        if t.ggml_type in ("F32", "F16", "Q8_0", "Q4_1"):
-            return pack_ggml(t.ggml_type, data, t.shape[-1], name)
-        import gguf
-        from gguf.quants import dequantize
-        w = dequantize(np.ascontiguousarray(data), getattr(gguf.GGMLQuantizationType, t.ggml_type))
-        return pack_dense(w.reshape(data.shape[0], -1), "f16", name)
+        return pack_ggml(t.ggml_type, data, t.shape[-1], name)
 
     def vector(name):
         t = raw[name]
         if t.ggml_type == "F32":
-            return t.data.view(np.float32).reshape(-1).copy()
-        return t.data.view(np.float16).reshape(-1).astype(np.float32)
+            return np.ascontiguousarray(t.data).view(np.float32).reshape(-1).copy()
+        import gguf
+        from gguf.quants import dequantize
+        return np.asarray(dequantize(np.ascontiguousarray(t.data), getattr(gguf.GGMLQuantizationType, t.ggml_type)),
+                          np.float32).reshape(-1)
     return _assemble(config, matrix, vector, "lm_head.weight" in raw)

@@ -1,7 +1,7 @@
-// Weight format Q4_1 (GGML), repacked for 4-byte loads: each block of 32 weights is
-// 5 words: 4 words of nibbles, then (d, m) as two f16. Weight j of the block is
+// Weight format Q4_1 (GGML), read as GGUF stores it: each block of 32 weights is 20
+// bytes = 5 words: (d, m) as two f16, then 4 words of nibbles. Weight j of the block is
 // d * q_j + m, with q_j the low nibble of byte j for j < 16 and the high nibble of
-// byte j - 16 otherwise (the GGML order, kept so the values are bit-identical).
+// byte j - 16 otherwise.
 // x0..x7 are the block's 32 inputs as vec4s (plain parameters, not an array: arrays
 // passed by value stay in memory on lavapipe and cost 30-50% of the matvec).
 const WB: u32 = 5u;
@@ -14,22 +14,22 @@ fn nib4(v: u32, s: u32) -> vec4<f32> {
 // sum_j w_j * x_j over one block; xsum = sum_j x_j (the min term factors out).
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
              x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
-  let v0 = w[wb];
-  let v1 = w[wb + 1u];
-  let v2 = w[wb + 2u];
-  let v3 = w[wb + 3u];
+  let v0 = w[wb + 1u];
+  let v1 = w[wb + 2u];
+  let v2 = w[wb + 3u];
+  let v3 = w[wb + 4u];
   let s = nib4(v0, 0u) * x0 + nib4(v1, 0u) * x1 + nib4(v2, 0u) * x2 + nib4(v3, 0u) * x3
         + nib4(v0, 4u) * x4 + nib4(v1, 4u) * x5 + nib4(v2, 4u) * x6 + nib4(v3, 4u) * x7;
-  let dm = unpack2x16float(w[wb + 4u]);
+  let dm = unpack2x16float(w[wb]);
   return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
 }
 
-// The 32 weights of one block as f32 (prefill decodes once, multiplies several tokens).
+// The 32 weights of one block as f32 (embedding rows), as gguf computes them: d * q + m.
 fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
-  let dm = unpack2x16float(w[wb + 4u]);
+  let dm = unpack2x16float(w[wb]);
   var out = array<vec4<f32>, 8>();
   for (var j = 0u; j < 4u; j++) {
-    let v = w[wb + j];
+    let v = w[wb + 1u + j];
     out[j] = dm.x * nib4(v, 0u) + dm.y;
     out[j + 4u] = dm.x * nib4(v, 4u) + dm.y;
   }
@@ -39,9 +39,9 @@ fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
 // The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block (decoded once per
 // row and block, used for every token of the tile) and (d, m) with weight = d * q + m.
 fn block_q(wb: u32, j: u32) -> vec4<f32> {
-  return nib4(w[wb + j % 4u], select(0u, 4u, j >= 4u));
+  return nib4(w[wb + 1u + j % 4u], select(0u, 4u, j >= 4u));
 }
 
 fn block_dm(wb: u32) -> vec2<f32> {
-  return unpack2x16float(w[wb + 4u]);
+  return unpack2x16float(w[wb]);
 }

@@ -154,8 +154,8 @@ def test_default_model_answers_paris(default_model):
 
 
 def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
-    """GGUF layouts: Q4_1/Q8_0/F32 blocks are used as they are; other types (Q5_0) become f16, and so do
-    matrices fused with a part of another type (q/k/v, gate/up)."""
+    """GGUF layouts: Q4_1/Q8_0/Q5_0/F32 blocks are used as they are, also in matrices fused from parts of
+    different types (q/k/v stay in parts; gate/up of two types become f32, gguf's values exactly)."""
     import gguf
     from gguf.quants import dequantize as gq_dequantize, quantize
     from piegpu.model.gguf_convert import RawTensor
@@ -167,7 +167,6 @@ def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
     t = random_tensors(cfg, seed=9)
     raw, deq = {}, {}
     kinds = ["Q4_1", "Q8_0", "Q5_0", "F32"]
-    fused = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"}
     for i, (name, w) in enumerate(sorted(t.items())):
         if w.ndim == 1:
             raw[name] = RawTensor("F32", w.shape, w.view(np.uint8).reshape(1, -1))
@@ -178,9 +177,10 @@ def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
         blocks = quantize(w, qt)
         raw[name] = RawTensor(kind, w.shape, blocks.reshape(w.shape[0], -1))
         d = gq_dequantize(blocks, qt).reshape(w.shape)
-        mixed = any(f in name for f in fused)  # these layers mix types here, so they become f16
-        deq[name] = d.astype(np.float16).astype(np.float32) if kind == "Q5_0" or mixed else d
-    gm = GpuModel(weights_from_gguf(cfg, raw))
+        deq[name] = d
+    w = weights_from_gguf(cfg, raw)
+    assert all("+" in L.qkv.fmt for L in w.layers)  # q, k and v of different types, each read natively
+    gm = GpuModel(w)
     from piegpu.loaded import Model
     from tests.helpers import NullTokenizer
     model = Model(cfg, NullTokenizer(), gm, "gguf-tiny", None)

@@ -1,0 +1,57 @@
+// Weight format Q4_0 (GGML), read as GGUF stores it: each block of 32 weights is 18
+// bytes: f16 d, then 16 bytes of nibbles (weight j: low nibble of byte j for j < 16,
+// high nibble of byte j - 16 otherwise); weight j is d * (q_j - 8). 18-byte blocks sit
+// at 2-byte alignment, so WB = 1 makes the address the block's index and the byte offset
+// is 18 * index; u32_at joins two words when a field starts mid-word.
+const WB: u32 = 1u;
+const BB: u32 = 18u;  // bytes per block
+
+fn u32_at(o: u32) -> u32 {  // 4 bytes at an even byte offset
+  let i = o >> 2u;
+  let lo = w[i];
+  let hi = w[i + 1u];
+  return select(lo, (lo >> 16u) | (hi << 16u), (o & 2u) != 0u);
+}
+
+fn f16_at(o: u32) -> f32 {
+  return unpack2x16float(w[o >> 2u] >> ((o & 2u) * 8u)).x;
+}
+
+fn nib4(v: u32, s: u32) -> vec4<f32> {
+  return vec4<f32>(f32((v >> s) & 15u), f32((v >> (s + 8u)) & 15u),
+                   f32((v >> (s + 16u)) & 15u), f32((v >> (s + 24u)) & 15u));
+}
+
+fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
+  let o = wb * BB;
+  let v0 = u32_at(o + 2u);
+  let v1 = u32_at(o + 6u);
+  let v2 = u32_at(o + 10u);
+  let v3 = u32_at(o + 14u);
+  let s = nib4(v0, 0u) * x0 + nib4(v1, 0u) * x1 + nib4(v2, 0u) * x2 + nib4(v3, 0u) * x3
+        + nib4(v0, 4u) * x4 + nib4(v1, 4u) * x5 + nib4(v2, 4u) * x6 + nib4(v3, 4u) * x7;
+  return f16_at(o) * ((s.x + s.y + s.z + s.w) - 8.0 * xsum);
+}
+
+fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
+  let o = wb * BB;
+  let d = f16_at(o);
+  var out = array<vec4<f32>, 8>();
+  for (var j = 0u; j < 4u; j++) {
+    let v = u32_at(o + 2u + 4u * j);
+    out[j] = d * (nib4(v, 0u) - 8.0);
+    out[j + 4u] = d * (nib4(v, 4u) - 8.0);
+  }
+  return out;
+}
+
+// The token-tile matmul (matmul.wgsl): raw nibbles of vec4 j, and (d, m) = (d, -8 d).
+fn block_q(wb: u32, j: u32) -> vec4<f32> {
+  return nib4(u32_at(wb * BB + 2u + 4u * (j % 4u)), select(0u, 4u, j >= 4u));
+}
+
+fn block_dm(wb: u32) -> vec2<f32> {
+  let d = f16_at(wb * BB);
+  return vec2<f32>(d, -8.0 * d);
+}

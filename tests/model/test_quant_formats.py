@@ -1,0 +1,188 @@
+"""Every GGML type read natively by the WGSL format snippets (shaders/formats/).
+
+Random blocks in the GGUF layout (random bytes, finite random f16/f32 scales) are
+dequantized on the device through the real shaders -- embed.wgsl's block_decode, the
+decode matvec's block_dot, the prefill matmul's block_q/block_dm -- and compared with
+gguf.quants.dequantize: bit for bit for the dequantized values, within float tolerance
+for the dot products (numpy on the dequantized weights).
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+import pytest
+
+from piegpu import channel_layout
+from piegpu.model.gpu_weights import GGML_FORMATS, GpuMatrix, dequantize, pack_ggml, upload
+from piegpu.model.kernels import tile_code
+from piegpu.model.shaders import ShaderLibrary
+
+# f16 fields of each block type: byte offsets of the scales and mins (the rest is random bits)
+F16_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
+              "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
+TYPES = sorted(GGML_FORMATS)
+
+
+def random_rows(gtype: str, rows: int, cols: int, rng) -> np.ndarray:
+    """uint8 [rows, row_bytes]: random GGUF blocks of `gtype` with finite scales."""
+    _, block_bytes, block_elems = GGML_FORMATS[gtype]
+    nb = rows * cols // block_elems
+    if gtype == "F32":
+        return rng.standard_normal((rows, cols)).astype(np.float32).view(np.uint8)
+    if gtype == "F16":
+        return rng.standard_normal((rows, cols)).astype(np.float16).view(np.uint8)
+    if gtype == "BF16":  # random finite bfloat16: the high halves of random f32
+        f = (rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-3, 3, (rows, cols))).astype(np.float32)
+        return (f.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)
+    blocks = rng.integers(0, 256, (nb, block_bytes), dtype=np.uint8)
+    for off in F16_FIELDS[gtype]:
+        scale = (rng.standard_normal(nb) * 10.0 ** rng.integers(-4, 1, nb)).astype(np.float16)
+        blocks[:, off: off + 2] = scale.view(np.uint8).reshape(nb, 2)
+    return blocks.reshape(rows, -1)
+
+
+def shape_for(gtype: str) -> tuple:
+    """(rows, cols): odd block counts per row, so 2-byte-aligned blocks start mid-word."""
+    return (24, 768) if GGML_FORMATS[gtype][2] == 256 else (24, 96)
+
+
+def _read(dev, buf, n: int) -> np.ndarray:
+    return np.frombuffer(dev.queue.read_buffer(buf), np.float32)[:n].copy()
+
+
+def _run(dev, kernel, bufs: dict, groups: int) -> None:
+    enc = dev.create_command_encoder()
+    p = enc.begin_compute_pass()
+    p.set_pipeline(kernel.pipeline)
+    p.set_bind_group(0, kernel.bind(dev, bufs))
+    p.dispatch_workgroups(groups, 1, 1)
+    p.end()
+    dev.queue.submit([enc.finish()])
+
+
+def _out(dev, n: int):
+    import wgpu
+    return dev.create_buffer(size=n * 4, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+
+
+def _data(dev, arr: np.ndarray, uniform: bool = False):
+    import wgpu
+    use = wgpu.BufferUsage.UNIFORM if uniform else wgpu.BufferUsage.STORAGE
+    return dev.create_buffer_with_data(data=np.ascontiguousarray(arr).tobytes(), usage=use)
+
+
+def device_embed(gpu, m: GpuMatrix) -> np.ndarray:
+    """Every row of m through embed.wgsl (rows as token ids, SCALE 1): the values block_decode gives."""
+    dev = gpu.device
+    lib = ShaderLibrary(dev)
+    T = m.rows
+    chan = np.concatenate([channel_layout.header(0, 1, 1, T), np.arange(T, dtype=np.uint32)])
+    chan_buf, out = _data(dev, chan), _out(dev, T * m.cols)
+    for buf, row0, nrows, fmt in m.chunks:
+        params = {"NB": m.cols // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": m.rows, "SCALE": 1.0,
+                  **channel_layout.shader_params()}
+        k = lib.kernel("embed", params, {"FORMAT": f"formats/{fmt}"})
+        _run(dev, k, {0: buf, 1: chan_buf, 2: out}, ceil(T * m.cols // 32 / 64))
+    return _read(dev, out, T * m.cols).reshape(T, m.cols)
+
+
+def device_matvec(gpu, m: GpuMatrix, x: np.ndarray) -> np.ndarray:
+    """W x through matvec_decode.wgsl with the store epilogue, R rows per invocation."""
+    dev = gpu.device
+    lib = ShaderLibrary(dev)
+    out = _out(dev, m.rows)
+    xb, zero = _data(dev, x.astype(np.float32), True), _data(dev, np.zeros(m.cols, np.float32), True)
+    for buf, row0, nrows, fmt in m.chunks:
+        params = {"R": 4, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "K4": m.cols // 4,
+                  "NORM": False, "EPS": 1e-5, "OUT_STRIDE": m.rows}
+        k = lib.kernel("matvec_decode", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
+        _run(dev, k, {0: buf, 1: xb, 2: zero, 3: out}, ceil(nrows / 4 / 16))
+    return _read(dev, out, m.rows)
+
+
+def device_matmul(gpu, m: GpuMatrix, X: np.ndarray) -> np.ndarray:
+    """X W^T for T tokens through matmul.wgsl (the prefill tile of model/kernels.py)."""
+    dev = gpu.device
+    lib = ShaderLibrary(dev)
+    T = X.shape[0]
+    out = _out(dev, T * m.rows)
+    xb = _data(dev, X.astype(np.float32), True)
+    group = _data(dev, np.array([T, 0, 0, 0], np.uint32), True)
+    for buf, row0, nrows, fmt in m.chunks:
+        params = {"R": 4, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "TB": 8,
+                  "XV4": T * m.cols // 4, "TILE": tile_code(4, 8), "OUT_STRIDE": m.rows}
+        k = lib.kernel("matmul", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
+        _run(dev, k, {0: buf, 1: xb, 2: group, 3: out}, ceil(nrows / 4 / 16))
+    return _read(dev, out, T * m.rows).reshape(T, m.rows)
+
+
+def gguf_values(gtype: str, rows_bytes: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    import gguf
+    from gguf.quants import dequantize as gguf_dequantize
+    qtype = getattr(gguf.GGMLQuantizationType, gtype)
+    return np.asarray(gguf_dequantize(rows_bytes, qtype), np.float32).reshape(rows, cols)
+
+
+@pytest.mark.parametrize("gtype", TYPES)
+def test_device_dequantization_is_gguf_bit_for_bit(gpu, gtype):
+    rng = np.random.default_rng(sum(map(ord, gtype)))
+    rows, cols = shape_for(gtype)
+    data = random_rows(gtype, rows, cols, rng)
+    ref = gguf_values(gtype, data, rows, cols)
+    assert np.isfinite(ref).all()
+    m = pack_ggml(gtype, data, cols, gtype)
+    np.testing.assert_array_equal(dequantize(m), ref)
+    # a small binding limit splits the rows into chunks: each chunk starts at its own word
+    for max_binding in (1 << 20, 64 * m.row_bytes() + 8):
+        got = device_embed(gpu, upload(gpu.device, m, max_binding, gtype))
+        bad = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
+        assert bad.size == 0, (f"{gtype}: {bad.size} of {ref.size} values differ from gguf, first at "
+                               f"{np.unravel_index(bad[0], ref.shape)}: {got.flat[bad[0]]!r} vs {ref.flat[bad[0]]!r}")
+
+
+@pytest.mark.parametrize("gtype", TYPES)
+def test_device_matvec_and_matmul_match_numpy(gpu, gtype):
+    rng = np.random.default_rng(7 + sum(map(ord, gtype)))
+    rows, cols = shape_for(gtype)
+    rows = 64
+    data = random_rows(gtype, rows, cols, rng)
+    W = gguf_values(gtype, data, rows, cols)
+    m = upload(gpu.device, pack_ggml(gtype, data, cols, gtype), 1 << 20, gtype)
+    x = rng.standard_normal(cols).astype(np.float32)
+    X = rng.standard_normal((11, cols)).astype(np.float32)  # 11 tokens: one full tile and a partial one
+    for got, want, absw in ((device_matvec(gpu, m, x), W.astype(np.float64) @ x, np.abs(W) @ np.abs(x)),
+                            (device_matmul(gpu, m, X), X.astype(np.float64) @ W.T.astype(np.float64),
+                             np.abs(X) @ np.abs(W).T)):
+        # f32 sums of `cols` products: error bound ~ cols * eps * sum |w x| (a loose, data-scaled bound)
+        tol = 4 * cols * np.finfo(np.float32).eps * absw + 1e-30
+        err = np.abs(got - want)
+        assert (err <= tol).all(), f"{gtype}: worst error {err.max():.3g} (bound there {tol.flat[err.argmax()]:.3g})"
+
+
+def test_mixed_formats_stay_in_parts(gpu):
+    """A fused matrix of parts in different GGML types keeps each part's own format on the device."""
+    from piegpu.model.gpu_weights import RowParts, stack_rows
+    rng = np.random.default_rng(3)
+    parts, want = [], []
+    for gtype in ("Q4_K", "Q6_K", "Q8_0"):
+        data = random_rows(gtype, 64, 256, rng)
+        parts.append(pack_ggml(gtype, data, 256, gtype))
+        want.append(gguf_values(gtype, data, 64, 256))
+    fused = stack_rows(parts, "qkv")
+    assert isinstance(fused, RowParts) and fused.fmt == "q4_k+q6_k+q8_0"
+    m = upload(gpu.device, fused, 1 << 20, "qkv")
+    assert [c[3] for c in m.chunks] == ["q4_k", "q6_k", "q8_0"] and [c[1] for c in m.chunks] == [0, 64, 128]
+    W = np.concatenate(want)
+    x = rng.standard_normal(256).astype(np.float32)
+    np.testing.assert_allclose(device_matvec(gpu, m, x), W @ x, rtol=1e-4, atol=1e-4 * np.abs(W).max())
+    np.testing.assert_array_equal(device_embed(gpu, m), W)
+
+
+def test_unsupported_type_is_a_clear_error():
+    from piegpu.errors import ModelError
+    with pytest.raises(ModelError, match="IQ2_XS is not supported.*Q4_K"):
+        pack_ggml("IQ2_XS", np.zeros((1, 66), np.uint8), 256, "blk.0.attn_q.weight")
+    with pytest.raises(ModelError, match="take 144 bytes"):
+        pack_ggml("Q4_K", np.zeros((2, 140), np.uint8), 256, "blk.0.attn_q.weight")
