@@ -192,7 +192,7 @@ class Model:
 
 def _no_program(sampler, where: str) -> None:
     """Sampler containers (generate(sampler=prog)) run one sequence at a time: a clear error elsewhere."""
-    from .generate import is_sampler_program
+    from .samplers.program import is_sampler_program
     if is_sampler_program(sampler):
         raise ValidationError(f"{where}: a sampler program (eta container) runs in generate() with n=1 only. "
                               "Fix: call model.generate(prompt, sampler=prog) per prompt, or use a named sampler")

@@ -12,7 +12,7 @@ import pytest
 import piegpu
 from piegpu import Channel, ForwardPass, StateGeometry, ValidationError, channel_capacity, dtype, eta
 from piegpu.eta import IntrinsicContext, intrinsics
-from piegpu.generate import ProgramSampler
+from piegpu.samplers.program import ProgramSampler
 from tests.sdk.foreign import js_output, rust_example
 from tests.sdk.make_corpus import ROOT
 
