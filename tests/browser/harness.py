@@ -50,13 +50,22 @@ class HarnessError(RuntimeError):
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    data: Path | None = None  # served under /data/
+
+    def translate_path(self, path: str) -> str:
+        if self.data is not None and path.startswith("/data/"):
+            rel = Path(path.split("?", 1)[0][len("/data/"):])
+            if ".." not in rel.parts:
+                return str(self.data / rel)
+        return super().translate_path(path)
+
     def log_message(self, *args) -> None:
         pass
 
 
-def serve(directory: Path) -> http.server.ThreadingHTTPServer:
-    """An HTTP server on a free port of 127.0.0.1 serving `directory` from a daemon thread."""
-    handler = functools.partial(_Quiet, directory=str(directory))
+def serve(directory: Path, data: Path | None = None) -> http.server.ThreadingHTTPServer:
+    """An HTTP server on a free port of 127.0.0.1 serving `directory` (and `data` under /data/) from a daemon thread."""
+    handler = functools.partial(type("Handler", (_Quiet,), {"data": data}), directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, name="browser-page", daemon=True).start()
     return server
@@ -84,7 +93,8 @@ class Browser:
 
     def __init__(self):
         self._profile = tempfile.mkdtemp(prefix="piegpu-chromium-")
-        self._server = serve(PAGE)
+        self.data = Path(tempfile.mkdtemp(prefix="piegpu-browser-data-"))  # files the page may fetch at /data/
+        self._server = serve(PAGE, self.data)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="chromium")
         self.console: list = []
         try:
@@ -127,6 +137,13 @@ class Browser:
         """Run eta program items (eta_items.ProgramItem/EpilogueItem): per item {label, errors, warnings, output?}."""
         return self._call("run", items)
 
+    def replay(self, spec: dict) -> dict:
+        """Replay a recorded pass (model_replay.Replay via tests): {errors, output} with spec["read"]'s words."""
+        reply = self._thread.submit(self.page.evaluate, "spec => harness.replay(spec)", spec).result()
+        if reply["stray"]:
+            raise HarnessError(f"harness.replay: errors outside the pass: {reply['stray']}; console: {self.console}")
+        return reply
+
     def _stop(self) -> None:
         for step in (lambda: self._context.close(), lambda: self._pw.stop()):
             try:
@@ -143,3 +160,4 @@ class Browser:
             self._server.shutdown()
             self._server.server_close()
             shutil.rmtree(self._profile, ignore_errors=True)
+            shutil.rmtree(self.data, ignore_errors=True)

@@ -193,6 +193,62 @@ const harness = (() => {
     return {results, stray: takeStray()};
   }
 
-  return {init, compile, run};
+  // A recorded forward pass of the model (tests/browser/model_replay.py): every buffer's
+  // pre-pass bytes fetched from the page's server, the hand-written shaders with the bind
+  // group layouts their declarations give (as model/shaders.py's Kernel builds them), the
+  // dispatches in recorded order in one compute pass, then spec.read = [buffer, words] back.
+  async function replay(spec) {
+    needDevice();
+    const out = {errors: [], stray: []};
+    const layouts = spec.shaders.map((sh) => layoutFor(sh.bindings));
+    const built = spec.shaders.map((sh, i) => build(sh, layouts[i]));
+    for (const [i, b] of built.entries()) out.errors.push(...(await diagnose(spec.shaders[i], b)).errors);
+    if (out.errors.length) return out;
+    const pipelines = await Promise.all(built.map((b) => b.pipelines[0]));
+    const contents = await Promise.all(spec.buffers.map(async (b) => {
+      const data = await (await fetch(b.url)).arrayBuffer();
+      if (data.byteLength !== b.size) throw new Error(`${b.url}: ${data.byteLength} bytes, ${b.size} expected`);
+      return data;
+    }));
+    const buffers = [];
+    try {
+      device.pushErrorScope("validation");
+      const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+      spec.buffers.forEach((b, i) => {
+        const buffer = device.createBuffer({size: Math.max(16, b.size), usage});
+        buffers.push(buffer);
+        device.queue.writeBuffer(buffer, 0, contents[i]);
+      });
+      const encoder = device.createCommandEncoder();
+      const pass = encoder.beginComputePass();
+      for (const [s, entries, groups] of spec.dispatches) {
+        const bindGroup = device.createBindGroup({layout: layouts[s].group, entries: entries.map(
+          ([binding, b, offset, size]) => ({binding, resource: {buffer: buffers[b], offset, size}}))});
+        pass.setPipeline(pipelines[s]);
+        pass.setBindGroup(0, bindGroup);
+        pass.dispatchWorkgroups(groups[0], groups[1], groups[2]);
+      }
+      pass.end();
+      const [which, words] = spec.read;
+      const readback = device.createBuffer({size: words * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
+      buffers.push(readback);
+      encoder.copyBufferToBuffer(buffers[which], 0, readback, 0, words * 4);
+      device.queue.submit([encoder.finish()]);
+      const err = device.popErrorScope();
+      await readback.mapAsync(GPUMapMode.READ);
+      const scoped = await err;
+      if (scoped) out.errors.push(`replaying: ${scoped.message}`);
+      out.output = toBase64(new Uint8Array(readback.getMappedRange().slice(0)));
+      readback.unmap();
+    } catch (e) {
+      out.errors.push(`replaying: ${e.message}`);
+    } finally {
+      for (const b of buffers) b.destroy();
+    }
+    out.stray = takeStray();
+    return out;
+  }
+
+  return {init, compile, run, replay};
 })();
 window.harness = harness;
