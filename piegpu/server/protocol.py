@@ -84,6 +84,12 @@ class _Sampling(_Body):
     repeat_penalty: float = Field(default=1.0, gt=0.0)
     repetition_penalty: Optional[float] = Field(default=None, gt=0.0)
     response_format: Optional[ResponseFormat] = None
+    # llama.cpp server options piegpu has as samplers but not yet as batched row data: refused, never ignored
+    typical_p: float = 1.0
+    mirostat: int = 0
+    xtc_probability: float = 0.0
+    dry_multiplier: float = 0.0
+    top_n_sigma: float = -1.0
     grammar: Optional[str] = None  # llama.cpp server: a GBNF (or Lark) grammar
     regex: Optional[str] = None  # vLLM's guided_regex, under llama.cpp-style naming
     json_schema: Optional[dict] = None  # llama.cpp server: a JSON Schema without response_format
@@ -104,6 +110,16 @@ class _Sampling(_Body):
             if not -100.0 <= b <= 100.0:
                 raise ValueError(f"logit_bias values are in [-100, 100], got {b} for token {k}")
         return v
+
+    @model_validator(mode="after")
+    def _not_batched_yet(self):
+        off = {"typical_p": 1.0, "mirostat": 0, "xtc_probability": 0.0, "dry_multiplier": 0.0}
+        on = [k for k, v in off.items() if getattr(self, k) != v] + (["top_n_sigma"] if self.top_n_sigma > 0 else [])
+        if on:
+            raise ValueError(f"{', '.join(on)}: these samplers run in piegpu's single-sequence generate() but not yet "
+                             "as per-row data of the server's batched pass; leave them at their off values "
+                             "(typical_p 1, mirostat 0, xtc_probability 0, dry_multiplier 0, top_n_sigma -1)")
+        return self
 
     def stops(self) -> list:
         """The stop strings as a list (empty strings dropped)."""

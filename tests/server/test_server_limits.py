@@ -56,6 +56,8 @@ BAD = [
     ("n of 100", chat(n=100), None),
     ("five stop strings", chat(stop=["a", "b", "c", "d", "e"]), None),
     ("prompt beyond the context", chat(content="word " * 9000), None),
+    ("a sampler not carried by batched rows (mirostat)", chat(mirostat=2), None),
+    ("a sampler not carried by batched rows (typical_p)", chat(typical_p=0.5), None),
 ]
 
 
