@@ -138,7 +138,7 @@ class Browser:
         return self._call("run", items)
 
     def replay(self, spec: dict) -> dict:
-        """Replay a recorded pass (model_replay.Replay via tests): {errors, output} with spec["read"]'s words."""
+        """Replay recorded passes (tests/browser/model_replay.py): {errors, output: the words of spec["reads"]}."""
         reply = self._thread.submit(self.page.evaluate, "spec => harness.replay(spec)", spec).result()
         if reply["stray"]:
             raise HarnessError(f"harness.replay: errors outside the pass: {reply['stray']}; console: {self.console}")

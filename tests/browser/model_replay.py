@@ -1,13 +1,14 @@
-"""One real prefill of the default model, recorded on lavapipe so that Chromium can replay it.
+"""Real forward passes of the default model, recorded on lavapipe so that Chromium can replay them.
 
-While a private model loads and computes model.logits(ids) (one pass: gpu_model's
-_forward_chunk), the wgpu device's buffer creations and queue writes and every dispatch
-the model records (runtime/dispatch.py's Recorder: shader, bound buffers with offsets and
-sizes, workgroups) are captured. Every buffer's content before the pass is then known
-(weights and parameters come from create_buffer_with_data, activations and the KV cache
-start zeroed, the token ids arrive by write_buffer), so harness.js can rebuild the pass on
-Chromium's device and read back the logits: Tint and SwiftShader computing our
-hand-written shaders, checked against lavapipe's logits of the same pass.
+While a private model loads and runs a prefill of the prompt then one decode step (two
+passes of gpu_model's host-driven forward), the wgpu device's buffer creations and queue
+writes and every dispatch the model records (runtime/dispatch.py's Recorder: shader, bound
+buffers with offsets and sizes, workgroups) are captured. Every buffer's content before the
+first pass is then known (weights and parameters come from create_buffer_with_data,
+activations and the KV cache start zeroed, token ids arrive by write_buffer before the pass
+that reads them), so harness.js can rebuild both passes on Chromium's device -- the decode
+attending to the KV cache that Chromium's prefill wrote -- and read back the logits of each:
+Tint and SwiftShader computing our hand-written shaders, checked against lavapipe.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ class Replay:
     buffers: list = field(default_factory=list)  # bytes per buffer, in first-use order
     shaders: list = field(default_factory=list)  # {label, code, entry_points, bindings}
     dispatches: list = field(default_factory=list)  # [shader index, [[binding, buffer, offset, size]], [x, y, z]]
-    logits_buffer: int = -1
-    logits: np.ndarray | None = None  # lavapipe's [rows, vocab]
+    reads: list = field(default_factory=list)  # [buffer, words] of each pass's logits, in pass order
+    logits: list = field(default_factory=list)  # lavapipe's [rows, vocab] of each pass
 
     def write_files(self, folder: Path) -> list:
         """Each buffer's bytes as folder/<i>.bin; returns harness.js's buffer list [{size, url}]."""
@@ -44,13 +45,14 @@ class Replay:
         return out
 
 
-def capture_prefill(load_model, prompt: str) -> Replay:
-    """Load a model and run model.logits(prompt ids) with the device's buffers and the dispatches recorded."""
+def capture_passes(load_model, prompt: str) -> Replay:
+    """Load a model; prefill the prompt but its last token, then decode that token; all of it recorded."""
     dev = get_device().device
     device_cls, queue_cls = type(dev), type(dev.queue)
     created: dict = {}  # id -> (buffer, bytearray of its content)
     kernels: dict = {}  # id(kernel) -> (name, params, snippets)
     calls: list = []  # (kernel, {binding: buffer or (buffer, offset, size)}, groups, role)
+    used: set = set()  # buffers some recorded dispatch binds: a later host write would break the replay
     with_data, empty, write = device_cls.create_buffer_with_data, device_cls.create_buffer, queue_cls.write_buffer
     kernel, record = shaders.ShaderLibrary.kernel, dispatch.Recorder.dispatch
 
@@ -65,6 +67,7 @@ def capture_prefill(load_model, prompt: str) -> Replay:
         return buf
 
     def write_buffer(self, buffer, buffer_offset, data, data_offset=0, size=None):
+        assert id(buffer) not in used, f"a host write to {buffer.label!r} after a recorded pass bound it"
         raw = bytes(memoryview(data).cast("B"))
         raw = raw[data_offset:] if size is None else raw[data_offset: data_offset + size]
         hit = created.get(id(buffer))
@@ -79,6 +82,7 @@ def capture_prefill(load_model, prompt: str) -> Replay:
 
     def recording_dispatch(self, k, buffers, groups, role, key=None, binds=None):
         calls.append((k, dict(buffers), tuple(groups), role))
+        used.update(id(b[0] if isinstance(b, tuple) else b) for b in buffers.values())
         return record(self, k, buffers, groups, role, key, binds)
 
     with pytest.MonkeyPatch.context() as mp:
@@ -89,16 +93,18 @@ def capture_prefill(load_model, prompt: str) -> Replay:
         mp.setattr(dispatch.Recorder, "dispatch", recording_dispatch)
         with load_model() as model:
             ids = model.tokenizer.encode(prompt).ids
-            logits = np.asarray(model.logits(ids), np.float32)
-            return _replay_of(created, kernels, calls, logits)
+            ws = model.working_set(len(ids) + 1)
+            n = len(ids) - 1
+            logits = [model.gpu.forward(ws, ids[:-1], readout=(0, n)), model.gpu.forward(ws, ids[-1:])]
+            return _replay_of(created, kernels, calls, [np.asarray(x, np.float32) for x in logits])
 
 
-def _replay_of(created: dict, kernels: dict, calls: list, logits: np.ndarray) -> Replay:
+def _replay_of(created: dict, kernels: dict, calls: list, logits: list) -> Replay:
     r = Replay(logits=logits)
     buffer_index: dict = {}
     shader_index: dict = {}
     lm = [c for c in calls if c[3] == "lm"]
-    assert len(lm) == 1, f"expected one logits matvec in the recorded pass, saw {len(lm)}: not a single-pass prefill"
+    assert len(lm) == len(logits), f"expected {len(logits)} logits matvecs (one per pass), saw {len(lm)}"
     for k, bufs, groups, role in calls:
         name, params, snippets = kernels[id(k)]
         src = compose(name, params, snippets)
@@ -115,6 +121,7 @@ def _replay_of(created: dict, kernels: dict, calls: list, logits: np.ndarray) ->
                 r.buffers.append(bytes(data) + bytes(-len(data) % 4))
             entries.append([binding, buffer_index[id(buf)], off, size])
         r.dispatches.append([shader_index[src], entries, list(groups) + [1] * (3 - len(groups))])
-    out = lm[0][1][3]
-    r.logits_buffer = buffer_index[id(out if not isinstance(out, tuple) else out[0])]
+    for (_, bufs, _, _), x in zip(lm, logits):
+        out = bufs[3][0] if isinstance(bufs[3], tuple) else bufs[3]
+        r.reads.append([buffer_index[id(out)], x.size])
     return r

@@ -196,7 +196,7 @@ const harness = (() => {
   // A recorded forward pass of the model (tests/browser/model_replay.py): every buffer's
   // pre-pass bytes fetched from the page's server, the hand-written shaders with the bind
   // group layouts their declarations give (as model/shaders.py's Kernel builds them), the
-  // dispatches in recorded order in one compute pass, then spec.read = [buffer, words] back.
+  // dispatches in recorded order in one compute pass, then each [buffer, words] of spec.reads back.
   async function replay(spec) {
     needDevice();
     const out = {errors: [], stray: []};
@@ -229,10 +229,14 @@ const harness = (() => {
         pass.dispatchWorkgroups(groups[0], groups[1], groups[2]);
       }
       pass.end();
-      const [which, words] = spec.read;
-      const readback = device.createBuffer({size: words * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
+      const total = spec.reads.reduce((n, [, words]) => n + words, 0);
+      const readback = device.createBuffer({size: total * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
       buffers.push(readback);
-      encoder.copyBufferToBuffer(buffers[which], 0, readback, 0, words * 4);
+      let pos = 0;
+      for (const [which, words] of spec.reads) {
+        encoder.copyBufferToBuffer(buffers[which], 0, readback, pos * 4, words * 4);
+        pos += words;
+      }
       device.queue.submit([encoder.finish()]);
       const err = device.popErrorScope();
       await readback.mapAsync(GPUMapMode.READ);
