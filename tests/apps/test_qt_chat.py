@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -57,7 +58,7 @@ def _runqueue_s(task: str = "/proc/thread-self") -> float:
 
 
 def _worker_runqueue_s() -> float:
-    """The same summed over the app's generation threads (QThreads named after their class, Turn)."""
+    """The same summed over the app's generation threads (qt_chat.Turn: Qt names a QThread after its class)."""
     total = 0.0
     for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
         try:
@@ -163,12 +164,13 @@ def run_until(QtCore, done, timeout_s: float) -> None:
     assert done(), f"timed out after {timeout_s} s"
 
 
-class Turn:
-    """What the window showed during one turn: each piece with the history pane's text right after it."""
+class TurnLog:
+    """What the window showed during one turn: each piece with the history pane and the status bar after it."""
 
     def __init__(self, window, beat: Heartbeat):
         self.window, self.beat = window, beat
         self.shown: list = []  # (piece, history text, time)
+        self.speeds: list = []  # the status bar's tokens and tokens/s after each piece
         self.before = ""  # the history pane's text right after Send
         self.generation = None
         self.started_at = self.ended_at = 0.0  # Send clicked, the answer ended
@@ -178,6 +180,7 @@ class Turn:
 
     def _piece(self, piece: str) -> None:
         self.shown.append((piece, self.window.history.toPlainText(), _now()))
+        self.speeds.append(self.window.speed.text())
         if self.on_piece is not None:
             self.on_piece(len(self.shown))
 
@@ -190,13 +193,13 @@ class Turn:
 
 
 def _say(qt, window, beat: Heartbeat, text: str, max_tokens: int, on_piece=None,
-         timeout_s: float = 40) -> Turn:
+         timeout_s: float = 40) -> TurnLog:
     """Type `text`, click Send, run the event loop until the answer ended."""
     QtCore, QtTest, _, _ = qt
     window.max_tokens.setValue(max_tokens)
     QtTest.QTest.keyClicks(window.input, text)
     assert window.input.text() == text
-    turn = Turn(window, beat)
+    turn = TurnLog(window, beat)
     turn.on_piece = on_piece
     turn.started_at = beat.beat()
     QtTest.QTest.mouseClick(window.send_button, QtCore.Qt.MouseButton.LeftButton)
@@ -209,7 +212,7 @@ def _say(qt, window, beat: Heartbeat, text: str, max_tokens: int, on_piece=None,
     return turn
 
 
-def _check_stream(turn: Turn) -> None:
+def _check_stream(turn: TurnLog) -> None:
     """Pieces arrived in order: each one extends the history pane, and together they are the answer."""
     g = turn.generation
     assert turn.shown, "no text was streamed"
@@ -218,6 +221,10 @@ def _check_stream(turn: Turn) -> None:
     for (piece, _, _), a, b in zip(turn.shown, texts, texts[1:]):
         assert b.startswith(a) and b[len(a):] == piece, f"piece {piece!r} was not appended at the end"
     assert texts[-1].endswith(g.text)
+    counts = [re.fullmatch(r"(\d+) tokens  \d+\.\d tok/s", x) for x in turn.speeds]
+    assert all(counts), f"the status bar did not show tokens and tokens/s while streaming: {turn.speeds}"
+    counts = [int(c.group(1)) for c in counts]
+    assert counts == sorted(counts) and counts[-1] <= len(g.tokens)
 
 
 def _history_tokens(model, messages) -> int:
@@ -251,7 +258,7 @@ def test_chat_window_streams_stops_and_reuses_the_prefix(qt, default_model, tmp_
         assert window.messages[-1] == {"role": "assistant", "content": g1.text}
         assert f"{g1.stats.generated} tokens" in window.speed.text() and "tok/s" in window.speed.text()
 
-        # Turn 2: a long sampled answer, stopped after its 4th piece by clicking Stop.
+        # Turn 2: a long answer, stopped after its 4th piece by clicking Stop.
         held = window.ws.length
         at_stop: dict = {}
 
