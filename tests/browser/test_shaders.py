@@ -20,9 +20,10 @@ def extra(config) -> list:
     """
     qr, kr = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
     out = [("advance_accept", {"N": n, **channel_layout.shader_params()}, {}) for n in (1, 5)]
-    out += [("qk_prep", {"QR": qr, "KR": kr, "HD": config.head_dim, "BIAS": bias, "QK_NORM": norm,
-                         "EPS": float(config.rms_norm_eps)}, {})
-            for bias, norm in ((True, False), (False, True), (True, True))]
+    if "qk_prep" in all_shader_files():
+        out += [("qk_prep", {"QR": qr, "KR": kr, "HD": config.head_dim, "BIAS": bias, "QK_NORM": norm,
+                             "EPS": float(config.rms_norm_eps)}, {})
+                for bias, norm in ((True, False), (False, True), (True, True))]
     return out
 
 
