@@ -116,7 +116,7 @@ def _bitonic(p, nid: int, k: int) -> None:
     out, lead, xid = p.slots[nid], x.type.shape[:-1], node.inputs[0]
     ridx = ir.delinear(WID, lead)
     base = kb.let(ir.mul(WID, ir.u32(size)), "base")
-    sentinel = ir.u32(0xFFFFFFFF)
+    sentinel = ir.u32(SENTINEL)
 
     def load(i):
         def real():
