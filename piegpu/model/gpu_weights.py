@@ -165,9 +165,15 @@ def _upload_part(device, m: HostMatrix, max_binding_bytes: int, label: str, g: G
     # 8 bytes of slack: formats with blocks at 2-byte alignment read one word past a field.
     per_chunk = max(ROW_ALIGN, ((max_binding_bytes - 8) // m.row_bytes()) // ROW_ALIGN * ROW_ALIGN)
     for r0 in range(0, m.rows, per_chunk):
-        part = np.ascontiguousarray(m.data[r0: r0 + per_chunk]).reshape(-1)
-        pad = (-part.size) % 4 + 4
-        data = part.tobytes() + bytes(pad)
-        buf = device.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.STORAGE,
-                                             label=f"{label}[{first + r0}:]")
+        part = np.ascontiguousarray(m.data[r0: r0 + per_chunk]).reshape(-1)  # a view when m.data is the file's
+        size = part.size + (-part.size) % 4 + 4
+        buf = device.create_buffer(size=size, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST,
+                                   label=f"{label}[{first + r0}:]")
+        # Written straight from the (memory-mapped) rows: no host copy of the whole chunk; the
+        # buffer starts zeroed, so the padding needs no write.
+        body = part.size - part.size % 4
+        if body:
+            device.queue.write_buffer(buf, 0, part[:body])
+        if part.size > body:
+            device.queue.write_buffer(buf, body, np.concatenate([part[body:], np.zeros(4 - part.size + body, np.uint8)]))
         g.chunks.append((buf, first + r0, min(per_chunk, m.rows - r0), m.fmt))

@@ -1,4 +1,4 @@
-"""Loading a model: config, tokenizer and chat template read, weights packed and uploaded to the device.
+"""Loading a model: config, tokenizer and chat template read, weights laid out and uploaded to the device.
 
 piegpu.loaded.load_model() wraps what load_parts() returns in the user-facing Model.
 """
@@ -35,35 +35,38 @@ class LoadedParts:
 
 
 def load_parts(name_or_path=None, *, verbose: bool = True, device=None) -> LoadedParts:
-    """Read and upload the default model (None), a GGUF file, or a directory with config.json + safetensors."""
-    from .default import DEFAULT_MODEL_NAME, default_gguf_path, prepare_gguf_cached
+    """Read and upload the default model (None), a GGUF file (used in place), or a directory with
+    config.json + safetensors."""
+    from .default import DEFAULT_MODEL_NAME, default_gguf_path
     t0 = time.perf_counter()
     if name_or_path is None or str(name_or_path) == DEFAULT_MODEL_NAME:
-        gguf = default_gguf_path()
-        model_dir = prepare_gguf_cached(gguf, DEFAULT_MODEL_NAME, verbose=verbose)
-        source = DEFAULT_MODEL_NAME
+        gguf, source = default_gguf_path(), DEFAULT_MODEL_NAME
     else:
         path = Path(name_or_path).expanduser()
         if not path.exists():
             raise ModelError(f"{path}: no such model file or directory. Fix: pass a directory with config.json and "
                              "*.safetensors, a .gguf file, or nothing for the default model")
         if path.is_file() and path.suffix == ".gguf":
-            gguf, model_dir = path, prepare_gguf_cached(path, path.stem, verbose=verbose)
+            gguf = path
         elif path.is_dir():
-            gguf, model_dir = None, path
+            gguf = None
         else:
             raise ModelError(f"{path}: not a .gguf file or a model directory. Fix: pass a directory with config.json and "
                              "*.safetensors, or a file ending in .gguf")
         source = str(path)
-    config = LlamaConfig.from_file(model_dir / "config.json")
-    tokenizer = load_tokenizer(model_dir)
-    template = load_chat_template(model_dir)
     if gguf is not None:
-        weights = _gguf_weights(config, gguf, model_dir, verbose)
+        from .gguf_model import open_gguf_model
+        _say(verbose, f"reading {gguf} in place")
+        g = open_gguf_model(gguf)
+        config, tokenizer, template = g.config, g.tokenizer, g.chat_template
+        weights = weights_from_gguf(config, g.tensors)
     else:
+        config = LlamaConfig.from_file(path / "config.json")
+        tokenizer = load_tokenizer(path)
+        template = load_chat_template(path)
         from .checkpoint import load_checkpoint
-        _say(verbose, f"reading weights from {model_dir}")
-        config, tensors = load_checkpoint(model_dir, raw=True)
+        _say(verbose, f"reading weights from {path}")
+        config, tensors = load_checkpoint(path, raw=True)
         fmt = "f16" if all(getattr(t, "dtype", None) is not None and t.dtype.itemsize == 2
                            for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
         tensors = {k: _as_float(v) for k, v in tensors.items()}
@@ -80,9 +83,3 @@ def _as_float(v):
     if v.dtype == np.uint16:  # bf16 bit patterns from load_checkpoint(raw=True)
         return (v.astype(np.uint32) << 16).view(np.float32)
     return v
-
-
-def _gguf_weights(config: LlamaConfig, gguf: Path, model_dir: Path, verbose: bool):
-    from .gguf_convert import read_gguf_raw
-    _say(verbose, f"reading {gguf.name} in place")
-    return weights_from_gguf(config, read_gguf_raw(gguf))

@@ -92,10 +92,9 @@ def build_bpe_tokenizer(
 
 
 def tokenizer_from_gguf(reader: Any) -> Tokenizer:
-    """Build the tokenizer from an open `gguf.GGUFReader`'s tokenizer.ggml.* fields."""
+    """Build the tokenizer from an open GGUF's tokenizer.ggml.* fields (gguf.GGUFReader or model.gguf_file.GgufFile)."""
     fields = reader.fields
-    source = getattr(reader, "data", None)
-    where = getattr(source, "filename", "GGUF file")
+    where = getattr(reader, "path", None) or getattr(getattr(reader, "data", None), "filename", "GGUF file")
 
     def field(name: str, required: bool = True) -> Any:
         f = fields.get(name)

@@ -112,7 +112,7 @@ def weights_from_gguf(config: LlamaConfig, raw: dict) -> ModelWeights:
     """
     def matrix(name, order):
         t = raw[name]
-        data = t.data if order is None else t.data[order]
+        data = t.data if order is None or t.gpu_order else t.data[order]
         return pack_ggml(t.ggml_type, data, t.shape[-1], name)
 
     def vector(name):
