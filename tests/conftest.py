@@ -32,12 +32,15 @@ def gpu():
         pytest.skip(f"no GPU adapter: {e}")
 
 
-def pytest_runtest_logreport(report):
-    # CI sets PIEGPU_STRICT_SKIPS=1: a skipped test there means a missing checker.
-    if os.environ.get("PIEGPU_STRICT_SKIPS") == "1" and report.skipped and report.when in ("setup", "call"):
-        if "xfail" not in report.keywords:
-            report.outcome = "failed"
-            report.longrepr = f"skipped in strict mode (CI must install every checker): {report.longrepr}"
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """CI sets PIEGPU_STRICT_SKIPS=1: a skipped test there means a missing checker, so it fails with the reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("PIEGPU_STRICT_SKIPS") == "1" and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in strict mode (CI must install every checker): {reason}"
 
 
 @pytest.fixture(scope="session")
