@@ -146,7 +146,13 @@ class Model:
         """The model's chat template applied to a user string or a list of {role, content} messages."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        return chat_prompt(messages, add_generation_prompt, self.chat_template)
+        if self.chat_template is None:
+            return chat_prompt(messages, add_generation_prompt)
+        from .model.chat_template import special_tokens_of  # the template's bos_token, eos_token
+        bos = self.config.bos_token_id
+        adds_bos = isinstance(bos, int) and self.tokenizer.encode("x").ids[:1] == [bos]
+        return chat_prompt(messages, add_generation_prompt, self.chat_template,
+                           special_tokens_of(self.tokenizer, self.config), adds_bos)
 
     def generate(self, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,

@@ -121,3 +121,52 @@ def gguf_tiny_config(**overrides) -> LlamaConfig:
                   num_attention_heads=4, num_key_value_heads=2, head_dim=16)
     fields.update(overrides)
     return tiny_config(**fields)
+
+
+def gguf_tokenizer_fields(tokenizer_json: Path, pre: str | None = None, spm: dict | None = None) -> dict:
+    """What llama.cpp's convert_hf_to_gguf writes as tokenizer.ggml.* for an HF tokenizer.json.
+
+    Byte-level BPE: the vocabulary in id order (added tokens included), token types (3 control for
+    special added tokens, 4 user-defined for other added ones, 1 normal), merges as "left right",
+    tokenizer.ggml.pre naming the split regex. SentencePiece: the pieces, scores and types of
+    tokenizer.model (`spm`: the fixture's stand-in for it) and add_space_prefix.
+    """
+    import json
+    doc = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
+    if spm is not None:
+        pieces = spm["pieces"]
+        return {"model": "llama", "tokens": [p[0] for p in pieces], "scores": [float(p[1]) for p in pieces],
+                "types": [int(p[2]) for p in pieces], "add_space_prefix": spm["add_space_prefix"],
+                "bos": spm["bos"], "eos": spm["eos"], "unk": spm["unk"], "add_bos": True}
+    vocab = dict(doc["model"]["vocab"])
+    kinds = {}
+    for a in doc["added_tokens"]:
+        vocab[a["content"]] = a["id"]
+        kinds[a["id"]] = 3 if a["special"] else 4
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    assert None not in tokens, "ids must be 0..n-1"
+    merges = [m if isinstance(m, str) else " ".join(m) for m in doc["model"]["merges"]]
+    post = json.dumps(doc.get("post_processor"))
+    first = next((a for a in doc["added_tokens"] if a["content"] in post and "Template" in post), None)
+    return {"model": "gpt2", "pre": pre, "tokens": tokens, "types": [kinds.get(i, 1) for i in range(len(tokens))],
+            "merges": merges, "bos": first["id"] if first else None, "add_bos": first is not None}
+
+
+def add_tokenizer(w, f: dict) -> None:
+    """Write gguf_tokenizer_fields() into a gguf.GGUFWriter."""
+    w.add_tokenizer_model(f["model"])
+    w.add_token_list(f["tokens"])
+    w.add_token_types(f["types"])
+    if f["model"] == "gpt2":
+        w.add_tokenizer_pre(f["pre"])
+        w.add_token_merges(f["merges"])
+    else:
+        w.add_token_scores(f["scores"])
+        w.add_add_space_prefix(f["add_space_prefix"])
+        w.add_unk_token_id(f["unk"])
+        w.add_eos_token_id(f["eos"])
+    if f["bos"] is not None:
+        w.add_bos_token_id(f["bos"])
+    w.add_add_bos_token(f["add_bos"])

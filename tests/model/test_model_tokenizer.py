@@ -50,8 +50,8 @@ def test_tiny_tokenizer_applies_merges_and_specials(tiny_tokenizer):
 
 
 def test_unknown_pre_tokenizer_and_bad_merges():
-    with pytest.raises(ModelError, match="tokenizer.ggml.pre = 'llama3'"):
-        build_bpe_tokenizer(byte_level_vocab(), MERGES, pre="llama3")
+    with pytest.raises(ModelError, match="tokenizer.ggml.pre = 'deepseek-llm' is not supported.*llama-bpe.*qwen2"):
+        build_bpe_tokenizer(byte_level_vocab(), MERGES, pre="deepseek-llm")
     with pytest.raises(ModelError, match="merges\\[0\\]"):
         build_bpe_tokenizer(byte_level_vocab(), ["Ġt"], pre="smollm")
 
