@@ -37,6 +37,33 @@ class Choice:
     seq: object = None  # the runtime Sequence once it joined the batch
     finish_reason: str = ""
     tokens: int = 0
+    error: str = ""  # what went wrong in this choice alone (its job fails; the batch goes on)
+
+
+class _Guarded:
+    """A choice's grammar matcher whose failures end that choice only (never the engine thread)."""
+
+    def __init__(self, choice: Choice, matcher):
+        self.choice, self.matcher = choice, matcher
+
+    def mask_into(self, words) -> None:
+        """The matcher's mask; on failure every token (the row is dropped before its token is used)."""
+        try:
+            self.matcher.mask_into(words)
+        except Exception as e:  # noqa: BLE001 -- reported to this request's client
+            self.choice.error = self.choice.error or f"the output constraint failed: {e}"
+            words[:] = 0xFFFFFFFF
+            if self.choice.seq is not None:
+                self.choice.seq.cancel()
+
+    def consume(self, token: int) -> None:
+        """Advance the matcher (a failure ends the choice)."""
+        if self.choice.error:
+            return
+        try:
+            self.matcher.consume(token)
+        except Exception as e:  # noqa: BLE001
+            self.choice.error = f"the output constraint failed: {e}"
 
 
 @dataclass(eq=False)
@@ -230,7 +257,13 @@ class Engine:
                 pick[0].prefilled += pick[1]
         for job, _ in picks:
             if job.prefilled >= len(job.prompt_ids) - 1:
-                self._join(job)
+                try:
+                    self._join(job)
+                except Exception as e:  # noqa: BLE001 -- this request fails, the others go on
+                    self._fail(job, f"{type(e).__name__}: {e}")
+                    job.cancel()
+                    if job not in self._running:
+                        self._running.append(job)
         return True
 
     def _start_session(self, job: Job):
@@ -252,8 +285,9 @@ class Engine:
         self._joining.remove(job)
         sessions = [job.session] + [job.session.fork() for _ in job.params[1:]]
         for i, (p, sess) in enumerate(zip(job.params, sessions)):
-            c = Choice(i, p, TextStream(self.model.tokenizer, job.stops),
-                       job.constraint() if job.constraint is not None else None)
+            c = Choice(i, p, TextStream(self.model.tokenizer, job.stops))
+            if job.constraint is not None:
+                c.constraint = _Guarded(c, job.constraint())
             state = RowState(p, self.vocab, job.prompt_ids, c.constraint)
             c.seq = self.batch.add(job.prompt_ids, p, job.max_tokens, job.stop_ids, self._on_token(job, c),
                                    session=sess, row_state=state)
@@ -262,26 +296,36 @@ class Engine:
 
     def _on_token(self, job: Job, c: Choice):
         def on_token(seq, tok):
-            c.tokens += 1
-            piece = c.text.push(tok)
-            entry = None
-            if c.params.logprobs:
-                top = seq.top_logprobs[-1] if c.params.top_logprobs else []
-                entry = (tok, seq.logprobs[-1], top)
-            if piece or entry is not None:
-                job.emit({"type": "piece", "index": c.index, "text": piece,
-                          "tokens": [entry] if entry is not None else []})
-            return not c.text.stopped
+            if c.error:
+                return False
+            try:
+                c.tokens += 1
+                piece = c.text.push(tok)
+                entry = None
+                if c.params.logprobs:
+                    top = seq.top_logprobs[-1] if c.params.top_logprobs else []
+                    entry = (tok, seq.logprobs[-1], top)
+                if piece or entry is not None:
+                    job.emit({"type": "piece", "index": c.index, "text": piece,
+                              "tokens": [entry] if entry is not None else []})
+                return not c.text.stopped
+            except Exception as e:  # noqa: BLE001 -- this choice fails, the batch goes on
+                c.error = f"{type(e).__name__}: {e}"
+                return False
         return on_token
 
     def _collect(self) -> None:
         """Report the choices that finished in the last pass; finished jobs leave and feed the prefix cache."""
         for job in list(self._running):
+            failed = next((c.error for c in job.choices if c.error), "")
+            if failed and not job.cancelled:
+                self._fail(job, failed)
+                job.cancel()  # the other choices leave at the next pass
             for c in job.choices:
                 if c.seq.done and not c.finish_reason:
                     c.finish_reason = "length" if c.seq.finish_reason == "length" else (
                         "cancelled" if c.seq.finish_reason == "cancelled" else "stop")
-                    if c.finish_reason != "cancelled":
+                    if c.finish_reason != "cancelled" and not job.cancelled:
                         rest = c.text.finish()
                         if rest:
                             job.emit({"type": "piece", "index": c.index, "text": rest, "tokens": []})

@@ -1,0 +1,105 @@
+"""The server's engine in-process on a tiny random model: many jobs, n choices, prefix reuse, failures kept local."""
+
+from __future__ import annotations
+
+import queue
+
+import numpy as np
+import pytest
+
+from piegpu.samplers.rows import RowParams
+from piegpu.server.engine import Engine, Job
+from tests.helpers import tiny_config, tiny_model
+
+PROMPTS = ["5 17 42 7", "100 3", "250 251 9 9 9 12 40", "77", "8 8 8"]
+
+
+@pytest.fixture(scope="module")
+def tiny(gpu):
+    return tiny_model(tiny_config(layers=2, vocab=300), seed=5)[0]
+
+
+def alone(model, prompt, **kw):
+    g = model.generate(prompt, **kw)
+    g.run()
+    return g.tokens
+
+
+def run_jobs(engine, jobs, timeout=300) -> dict:
+    """Submit the jobs, start the engine, collect every event per job until all are done."""
+    q: queue.Queue = queue.Queue()
+    for k, job in enumerate(jobs):
+        job.emit = (lambda k: lambda ev: q.put((k, ev)))(k)
+        engine.submit(job)
+    engine.start()
+    events = {k: [] for k in range(len(jobs))}
+    left = len(jobs)
+    while left:
+        k, ev = q.get(timeout=timeout)
+        events[k].append(ev)
+        left -= ev["type"] == "done"
+    engine.stop()
+    return events
+
+
+def tokens_of(events, index=0) -> list:
+    return [t for ev in events if ev["type"] == "piece" and ev["index"] == index
+            for t in (int(x) for x in ev["text"].replace("<", " ").replace(">", " ").split())]
+
+
+def job(model, prompt, params, max_tokens=6, constraint=None):
+    return Job(model.tokenizer.encode(prompt).ids, params, max_tokens, [], None, constraint,
+               frozenset(model.config.eos_token_ids))
+
+
+def test_jobs_prefilled_together_equal_each_prompt_alone(tiny):
+    """Five jobs (one with n=3 choices) join at once: prefilled in shared passes, each choice equals its run alone."""
+    eng = Engine(tiny, max_batch=8)
+    jobs = [job(tiny, p, [RowParams(0.0)]) for p in PROMPTS[:4]]
+    jobs.append(job(tiny, PROMPTS[4], [RowParams(0.9, seed=s) for s in (1, 2, 3)]))
+    ev = run_jobs(eng, jobs)
+    for k, p in enumerate(PROMPTS[:4]):
+        assert tokens_of(ev[k]) == alone(tiny, p, max_tokens=6), k
+        assert ev[k][-1]["usage"]["completion_tokens"] == 6
+    for i, s in enumerate((1, 2, 3)):
+        assert tokens_of(ev[4], i) == alone(tiny, PROMPTS[4], max_tokens=6, sampler="temperature", temperature=0.9,
+                                            seed=s)
+    assert eng.batch.active == [] and eng.load == 0
+
+
+def test_a_prompt_extending_a_finished_one_reuses_its_kv(tiny):
+    eng = Engine(tiny, max_batch=4)
+    first = run_jobs(eng, [job(tiny, PROMPTS[2], [RowParams(0.0)])])
+    eng2 = Engine(tiny, max_batch=4)
+    eng2.cache = eng.cache  # the finished job's session is cached
+    longer = PROMPTS[2] + " " + " ".join(str(t) for t in tokens_of(first[0])[:3]) + " 11"
+    ev = run_jobs(eng2, [job(tiny, longer, [RowParams(0.0)])])
+    assert ev[0][-1]["usage"]["cached_tokens"] >= len(PROMPTS[2].split())
+    assert tokens_of(ev[0]) == alone(tiny, longer, max_tokens=6)
+
+
+class Failing:
+    """A constraint that allows every token and fails on its third token."""
+
+    def __init__(self):
+        self.n = 0
+
+    def mask_into(self, words):
+        words[:] = 0xFFFFFFFF
+
+    def consume(self, token):
+        self.n += 1
+        if self.n == 3:
+            raise RuntimeError("grammar state lost")
+
+
+def test_a_failing_constraint_fails_its_request_only(tiny):
+    eng = Engine(tiny, max_batch=4)
+    bad = job(tiny, PROMPTS[0], [RowParams(0.0, constrained=True)], max_tokens=10, constraint=Failing)
+    good = job(tiny, PROMPTS[1], [RowParams(0.0)], max_tokens=10)
+    ev = run_jobs(eng, [bad, good])
+    errors = [e for e in ev[0] if e["type"] == "error"]
+    assert errors and "grammar state lost" in errors[0]["message"]
+    assert len(tokens_of(ev[0])) <= 3
+    assert tokens_of(ev[1]) == alone(tiny, PROMPTS[1], max_tokens=10)
+    assert eng.error is None
