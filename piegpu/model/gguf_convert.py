@@ -15,9 +15,9 @@ GGUF -> HF differences handled here:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import re
 import secrets
 import shutil
 import sys
@@ -32,43 +32,13 @@ from ..errors import ModelError
 from ..paths import atomic_write
 from .checkpoint import expected_shapes, save_checkpoint
 from .config import LlamaConfig
-from .gguf_metadata import field_contents
+from . import gguf_arch
 from .manifest import verify_manifest, write_manifest
 from .tokenizer import TOKENIZER_CONFIG_NAME, TOKENIZER_NAME, tokenizer_from_gguf
 
-# general.architecture -> HF architecture class.
-_ARCHITECTURES = {"llama": "LlamaForCausalLM"}
-
-_GLOBAL_NAMES = {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
-_LAYER_NAMES = {
-    "attn_norm.weight": "input_layernorm.weight",
-    "attn_q.weight": "self_attn.q_proj.weight",
-    "attn_k.weight": "self_attn.k_proj.weight",
-    "attn_v.weight": "self_attn.v_proj.weight",
-    "attn_output.weight": "self_attn.o_proj.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight",
-    "ffn_gate.weight": "mlp.gate_proj.weight",
-    "ffn_up.weight": "mlp.up_proj.weight",
-    "ffn_down.weight": "mlp.down_proj.weight",
-}
-_BLOCK_RE = re.compile(r"^blk\.(\d+)\.(.+)$")
-
-
-def hf_tensor_name(gguf_name: str, source: str = "GGUF file") -> str:
-    """The HF checkpoint name of a llama.cpp tensor name."""
-    if gguf_name in _GLOBAL_NAMES:
-        return _GLOBAL_NAMES[gguf_name]
-    m = _BLOCK_RE.match(gguf_name)
-    if m and m.group(2) in _LAYER_NAMES:
-        return f"model.layers.{m.group(1)}.{_LAYER_NAMES[m.group(2)]}"
-    raise ModelError(
-        f"{source}: tensor {gguf_name!r} has no Llama equivalent (rope_freqs, biases and MoE "
-        "experts are not supported); use a plain Llama GGUF"
-    )
+def hf_tensor_name(gguf_name: str, source: str = "GGUF file", arch: str = "llama") -> str:
+    """The HF checkpoint name of a llama.cpp tensor name (model/gguf_arch.py)."""
+    return gguf_arch.hf_tensor_name(gguf_name, source, arch)
 
 
 # -- the Q/K row permutation --------------------------------------------------
@@ -120,67 +90,21 @@ def open_gguf(path: str | Path) -> Any:
         raise ModelError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e}); re-download it") from e
 
 
-def _field(reader: Any, key: str, source: str, default: Any = ModelError) -> Any:
-    f = reader.fields.get(key)
-    if f is None:
-        if default is ModelError:
-            raise ModelError(f"{source}: GGUF metadata {key!r} is missing; the file is not a complete llama.cpp model -- re-download it")
-        return default
-    return field_contents(f, key, source)
-
-
-def _f32_clean(x: float) -> float:
-    # GGUF stores float32; 9.999999747378752e-06 is meant as 1e-05.
-    return float(str(np.float32(x)))
+_field = gguf_arch.field
 
 
 def config_from_gguf(reader: Any, source: str = "GGUF file") -> LlamaConfig:
-    """Map a GGUF's general.*/llama.*/tokenizer.ggml.* metadata to a LlamaConfig."""
-    arch_key = _field(reader, "general.architecture", source)
-    if arch_key not in _ARCHITECTURES:
-        raise ModelError(
-            f"{source}: general.architecture = {arch_key!r} is not supported; piegpu converts "
-            f"{sorted(_ARCHITECTURES)} GGUF files"
-        )
-    a = arch_key
-    scaling = _field(reader, f"{a}.rope.scaling.type", source, None)
-    if scaling not in (None, "none"):
-        raise ModelError(f"{source}: {a}.rope.scaling.type = {scaling!r} is not supported (plain RoPE only); use a model without RoPE scaling")
-    names = {t.name for t in reader.tensors}
-    heads = int(_field(reader, f"{a}.attention.head_count", source))
-    hidden = int(_field(reader, f"{a}.embedding_length", source))
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
-    vocab = _field(reader, f"{a}.vocab_size", source, None)
-    if vocab is None:
-        vocab = len(tokens.data) if tokens is not None else None
-    if vocab is None:
-        raise ModelError(f"{source}: neither {a}.vocab_size nor tokenizer.ggml.tokens is present; the file is "
-                         "incomplete -- re-download it")
-    head_dim = int(_field(reader, f"{a}.attention.key_length", source, hidden // max(heads, 1)))
-    rot = int(_field(reader, f"{a}.rope.dimension_count", source, head_dim))
-    if rot != head_dim:
-        raise ModelError(
-            f"{source}: partial rotary ({a}.rope.dimension_count {rot} < head_dim {head_dim}) is not supported"
-        )
-    return LlamaConfig.from_dict(
-        {
-            "architectures": [_ARCHITECTURES[a]],
-            "vocab_size": int(vocab),
-            "hidden_size": hidden,
-            "intermediate_size": int(_field(reader, f"{a}.feed_forward_length", source)),
-            "num_hidden_layers": int(_field(reader, f"{a}.block_count", source)),
-            "num_attention_heads": heads,
-            "num_key_value_heads": int(_field(reader, f"{a}.attention.head_count_kv", source, heads)),
-            "head_dim": head_dim,
-            "rms_norm_eps": _f32_clean(_field(reader, f"{a}.attention.layer_norm_rms_epsilon", source)),
-            "rope_theta": _f32_clean(_field(reader, f"{a}.rope.freq_base", source, 10000.0)),
-            "tie_word_embeddings": "output.weight" not in names,
-            "max_position_embeddings": int(_field(reader, f"{a}.context_length", source)),
-            "bos_token_id": _field(reader, "tokenizer.ggml.bos_token_id", source, None),
-            "eos_token_id": _field(reader, "tokenizer.ggml.eos_token_id", source, None),
-        },
-        source=source,
-    )
+    """The LlamaConfig of an open GGUF's metadata (general.*, {arch}.*, tokenizer.ggml.*; model/gguf_arch.py)."""
+    d, _, factors = gguf_arch.config_dict(reader, source)
+    config = LlamaConfig.from_dict(d, source=source)
+    if factors is not None:
+        config = dataclasses.replace(config, rope=gguf_arch.rope_with_factors(config.rope_theta, factors))
+    return config
+
+
+def gguf_architecture(reader: Any, source: str = "GGUF file") -> str:
+    """general.architecture of an open GGUF."""
+    return gguf_arch.field(reader, "general.architecture", source)
 
 
 # -- raw blocks ------------------------------------------------------------------
@@ -212,14 +136,17 @@ def read_gguf_raw(path: str | Path) -> dict[str, RawTensor]:
     path = Path(path)
     reader = open_gguf(path)
     config = config_from_gguf(reader, str(path))
+    arch = gguf_architecture(reader, str(path))
     out: dict[str, RawTensor] = {}
     for t in reader.tensors:
-        name = hf_tensor_name(t.name, str(path))
+        if t.name == gguf_arch.ROPE_FREQS:
+            continue
+        name = hf_tensor_name(t.name, str(path), arch)
         shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
         data = np.array(t.data, copy=True).view(np.uint8).reshape(rows, -1)
         heads = _qk_heads(name, config)
-        if heads is not None:
+        if heads is not None and gguf_arch.permutes_qk(arch):
             # Rows are whole blocks (a GGUF row is always a multiple of the block size),
             # so permuting rows of blocks equals permuting rows of weights.
             data = unpermute_qk_rows(data, heads)
@@ -337,10 +264,13 @@ def dequantize_gguf(
     """All tensors of an open GGUF as float32 arrays under HF names, Q/K rows un-permuted."""
     from gguf.quants import dequantize
 
+    arch = gguf_architecture(reader, source)
     out: dict[str, np.ndarray] = {}
     n = len(reader.tensors)
     for i, t in enumerate(reader.tensors, 1):
-        name = hf_tensor_name(t.name, source)
+        if t.name == gguf_arch.ROPE_FREQS:
+            continue
+        name = hf_tensor_name(t.name, source, arch)
         shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         try:
             w = dequantize(t.data, t.tensor_type)
@@ -350,8 +280,10 @@ def dequantize_gguf(
             ) from None
         w = np.asarray(w, dtype=np.float32).reshape(shape)
         heads = _qk_heads(name, config)
-        if heads is not None:
+        if heads is not None and gguf_arch.permutes_qk(arch):
             w = unpermute_qk_rows(w, heads)
+        if gguf_arch.norms_stored_plus_one(arch) and name.endswith("norm.weight"):
+            w = w - np.float32(1)  # HF stores w, the GGUF 1 + w
         out[name] = np.ascontiguousarray(w)
         if on_tensor is not None:
             on_tensor(i, n, name)

@@ -25,7 +25,9 @@ import numpy as np
 
 from ..errors import ModelError
 from .config import LlamaConfig
-from .gguf_convert import RawTensor, _check_complete, _field, _qk_heads, config_from_gguf, hf_tensor_name
+from . import gguf_arch
+from .gguf_convert import RawTensor, _check_complete, _field, _qk_heads, config_from_gguf, gguf_architecture, \
+    hf_tensor_name
 from .gguf_file import GgufFile
 
 
@@ -38,17 +40,22 @@ class GgufModel:
     tokenizer: Any  # tokenizers.Tokenizer
     chat_template: str | None
     tensors: dict  # HF name -> RawTensor (views of the memory-mapped file)
+    arch: str = "llama"  # general.architecture
 
 
 def tensors_in_place(reader: Any, config: LlamaConfig, source: str) -> dict:
     """Every tensor of an open GGUF as a RawTensor whose data is a view of the mapped file (no copy)."""
+    arch = gguf_architecture(reader, source)
     out: dict = {}
     for t in reader.tensors:
-        name = hf_tensor_name(t.name, source)
+        if t.name == gguf_arch.ROPE_FREQS:  # read into config.rope
+            continue
+        name = hf_tensor_name(t.name, source, arch)
         shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
         data = t.data.view(np.uint8).reshape(rows, -1)
-        out[name] = RawTensor(t.tensor_type.name, shape, data, gpu_order=_qk_heads(name, config) is not None)
+        pair_rows = _qk_heads(name, config) is not None and gguf_arch.permutes_qk(arch)
+        out[name] = RawTensor(t.tensor_type.name, shape, data, gpu_order=pair_rows)
     _check_complete(config, {n: r.shape for n, r in out.items()}, source)
     return out
 
@@ -64,4 +71,5 @@ def open_gguf_model(path: str | Path) -> GgufModel:
     if template is not None and not isinstance(template, str):
         raise ModelError(f"{source}: tokenizer.chat_template is a {type(template).__name__}, not a string; "
                          "the file is corrupt -- re-download it")
-    return GgufModel(path, config, tokenizer_from_gguf(reader), template, tensors_in_place(reader, config, source))
+    return GgufModel(path, config, tokenizer_from_gguf(reader), template, tensors_in_place(reader, config, source),
+                     gguf_architecture(reader, source))

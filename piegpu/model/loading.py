@@ -59,7 +59,8 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None) -> Loade
         _say(verbose, f"reading {gguf} in place")
         g = open_gguf_model(gguf)
         config, tokenizer, template = g.config, g.tokenizer, g.chat_template
-        weights = weights_from_gguf(config, g.tensors)
+        from .gguf_arch import norms_stored_plus_one
+        weights = weights_from_gguf(config, g.tensors, norms_stored_plus_one(g.arch))
     else:
         config = LlamaConfig.from_file(path / "config.json")
         tokenizer = load_tokenizer(path)

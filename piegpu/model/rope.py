@@ -40,6 +40,9 @@ class Rope:
 
     def to_hf(self) -> dict[str, Any]:
         """transformers 4 keys: rope_theta and rope_scaling (None for plain RoPE)."""
+        if self.type == "factors":
+            raise ModelError("this RoPE comes from a GGUF's rope_freqs tensor (a divisor per frequency), which has no "
+                             "config.json form; keep using the GGUF file")
         scaling = None if self.type == "default" else {"rope_type": self.type, **dict(self.fields)}
         return {"rope_theta": self.theta, "rope_scaling": scaling}
 
@@ -140,6 +143,8 @@ def inv_freq(rope: Rope, head_dim: int, dtype: type | np.dtype = np.float32) -> 
     f = (t(1.0) / (t(rope.theta) ** exps)).astype(t)
     if rope.type == "linear":
         return (f / t(rope.field("factor"))).astype(t)
+    if rope.type == "factors":  # a GGUF's rope_freqs (llama.cpp writes Llama 3's scaling so)
+        return (f / np.asarray(rope.field("factors"), dtype=t)).astype(t)
     if rope.type == "llama3":
         factor, low, high = (t(rope.field(k)) for k in ("factor", "low_freq_factor", "high_freq_factor"))
         old = t(rope.field("original_max_position_embeddings"))

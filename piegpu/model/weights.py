@@ -61,14 +61,17 @@ def _check_config(c: LlamaConfig) -> None:
         raise ModelError(f"config head_dim={c.head_dim} is not a multiple of 4 (the GPU path reads vec4)")
 
 
-def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool) -> ModelWeights:
-    """ModelWeights from matrix(name, row order or None) -> HostMatrix and vector(name) -> f32 array."""
+def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool, norms_plus_one: bool = False) -> ModelWeights:
+    """ModelWeights from matrix(name, row order or None) -> HostMatrix and vector(name) -> f32 array.
+
+    `norms_plus_one`: the source already stores Gemma's RMSNorm weights as 1 + w (llama.cpp's GGUF).
+    """
     _check_config(c)
     po_q = pair_order(c.num_attention_heads * c.head_dim, c.head_dim)
     po_k = pair_order(c.num_key_value_heads * c.head_dim, c.head_dim)
     po_head = pair_order(c.head_dim, c.head_dim)
     fam = c.family
-    if fam.norm_offset:  # Gemma stores RMSNorm weights as w - 1: the GPU reads (1 + w)
+    if fam.norm_offset and not norms_plus_one:  # Gemma stores RMSNorm weights as w - 1: the GPU reads (1 + w)
         raw_vector = vector
         vector = lambda name: raw_vector(name) + np.float32(1) if name.endswith("norm.weight") \
             else raw_vector(name)  # noqa: E731
@@ -104,7 +107,7 @@ def weights_from_tensors(config: LlamaConfig, tensors: dict, fmt: str = "f32") -
     return _assemble(config, matrix, lambda name: np.asarray(tensors[name], np.float32), True)
 
 
-def weights_from_gguf(config: LlamaConfig, raw: dict) -> ModelWeights:
+def weights_from_gguf(config: LlamaConfig, raw: dict, norms_plus_one: bool = False) -> ModelWeights:
     """GPU layouts straight from GGUF blocks (read_gguf_raw): every supported GGML type read natively.
 
     Matrices keep the GGUF's bytes (the shaders dequantize them as gguf does); vectors
@@ -123,4 +126,4 @@ def weights_from_gguf(config: LlamaConfig, raw: dict) -> ModelWeights:
         from gguf.quants import dequantize
         return np.asarray(dequantize(np.ascontiguousarray(t.data), getattr(gguf.GGMLQuantizationType, t.ggml_type)),
                           np.float32).reshape(-1)
-    return _assemble(config, matrix, vector, "lm_head.weight" in raw)
+    return _assemble(config, matrix, vector, "lm_head.weight" in raw, norms_plus_one)
