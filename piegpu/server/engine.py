@@ -24,6 +24,7 @@ from .prefix_cache import PrefixCache
 from .text import TextStream, TokenText
 
 WS_ROUND = 256  # working sets are allocated in multiples of this many positions
+SHARE_MIN = 16  # a joining prompt sharing this many tokens with an earlier joining one copies them from it
 
 
 @dataclass(eq=False)
@@ -226,7 +227,9 @@ class Engine:
         Each joining job whose choices fit in the batch gets the next chunk of its prompt; the
         chunks together are at most PREFILL_CHUNKS[0] tokens and are trimmed to one of the
         PREFILL_CHUNKS sizes (few distinct pass shapes). Jobs whose prompt is then in the KV
-        (all but its last token) join the batch.
+        (all but its last token) join the batch. A job whose prompt shares at least SHARE_MIN
+        tokens with an earlier joining one (requests arriving together with one system prompt)
+        waits until that one's KV holds the shared part, then copies it instead of prefilling it.
         """
         rows = sum(1 for s in self.batch.sequences if not s.done)
         budget = PREFILL_CHUNKS[0]
@@ -235,7 +238,14 @@ class Engine:
             if rows + len(job.params) > self.max_batch:
                 break  # keep arrival order: the first one that does not fit waits for room
             if job.session is None:
-                job.session = self._start_session(job)
+                leader, shared = self._leader(job)
+                if leader is not None and shared > self.cache.peek(job.prompt_ids):
+                    if leader.prefilled < shared:
+                        rows += len(job.params)  # its rows stay reserved while it waits
+                        continue
+                    job.session = self._start_session(job, leader.session, shared)
+                else:
+                    job.session = self._start_session(job)
             take = min(len(job.prompt_ids) - 1 - job.prefilled, budget)
             if take == 0 and job.prefilled < len(job.prompt_ids) - 1:
                 break
@@ -266,10 +276,32 @@ class Engine:
                         self._running.append(job)
         return True
 
-    def _start_session(self, job: Job):
+    def _leader(self, job: Job) -> tuple:
+        """(an earlier joining job with a session, tokens its prompt shares with job's) for the longest share."""
+        want = job.prompt_ids[:-1]
+        best, best_n = None, 0
+        for other in self._joining:
+            if other is job:
+                break
+            if other.session is None or other.cancelled:
+                continue
+            n = 0
+            for a, b in zip(other.prompt_ids[:-1], want):
+                if a != b:
+                    break
+                n += 1
+            if n > best_n:
+                best, best_n = other, n
+        return (best, best_n) if best_n >= SHARE_MIN else (None, 0)
+
+    def _start_session(self, job: Job, source=None, n: int = 0):
+        """A session for job: a fresh working set holding the first n prompt tokens copied from `source`
+        (another session), or else the longest prefix the prefix cache holds, or nothing."""
         need = min(self.ctx, len(job.prompt_ids) + job.max_tokens)
         size = min(self.model.config.max_position_embeddings, -(-need // WS_ROUND) * WS_ROUND)
-        cached, n = self.cache.take(job.prompt_ids)
+        cached = source
+        if cached is None:
+            cached, n = self.cache.take(job.prompt_ids)
         if cached is not None:
             size = max(size, cached.ws.length)
         ws = self.model.working_set(size)
@@ -293,6 +325,7 @@ class Engine:
                                    session=sess, row_state=state)
             job.choices.append(c)
         self._running.append(job)
+        self.cache.put(job.session)  # its prompt's KV is final: later prompts may copy from it already
 
     def _on_token(self, job: Job, c: Choice):
         def on_token(seq, tok):

@@ -33,14 +33,23 @@ class PrefixCache:
         """Positions allocated by the cached working sets."""
         return sum(s.ws.max_tokens for _, s in self._entries.values())
 
-    def take(self, ids: list) -> tuple:
-        """(session, n): the cached session sharing the longest prefix n with ids[:-1], or (None, 0)."""
+    def _best(self, ids: list) -> tuple:
         want = ids[:-1]
         best, best_n = None, 0
         for key, (tokens, sess) in self._entries.items():
             n = _common(tokens, want)
             if n > best_n:
                 best, best_n = key, n
+        return best, best_n
+
+    def peek(self, ids: list) -> int:
+        """How many tokens of ids[:-1] take(ids) would reuse now (no effect on the LRU or the counters)."""
+        best, n = self._best(ids)
+        return n if best is not None and n >= self.min_reuse else 0
+
+    def take(self, ids: list) -> tuple:
+        """(session, n): the cached session sharing the longest prefix n with ids[:-1], or (None, 0)."""
+        best, best_n = self._best(ids)
         if best is None or best_n < self.min_reuse:
             self.misses += 1
             return None, 0
@@ -50,7 +59,11 @@ class PrefixCache:
         return self._entries[best][1], best_n
 
     def put(self, session) -> None:
-        """Cache a session whose working set holds session.tokens (it must not decode any more)."""
+        """Cache a session whose working set holds session.tokens.
+
+        The session may go on decoding: positions it already holds never change, so a copy of
+        the first n of them stays right (the entry keeps the tokens it had when put).
+        """
         if self.max_entries == 0 or session.ws.max_tokens > self.max_tokens:
             return
         tokens = tuple(session.tokens)

@@ -103,3 +103,15 @@ def test_a_failing_constraint_fails_its_request_only(tiny):
     assert len(tokens_of(ev[0])) <= 3
     assert tokens_of(ev[1]) == alone(tiny, PROMPTS[1], max_tokens=10)
     assert eng.error is None
+
+
+def test_a_burst_sharing_a_system_prompt_prefills_it_once(tiny):
+    """Jobs arriving together with one long shared prefix: the first prefills it, the others copy it."""
+    system = " ".join(str(10 + i) for i in range(24))
+    prompts = [f"{system} {t} {t + 1}" for t in (200, 210, 220, 230)]
+    eng = Engine(tiny, max_batch=8)
+    ev = run_jobs(eng, [job(tiny, p, [RowParams(0.0)]) for p in prompts])
+    cached = [ev[k][-1]["usage"]["cached_tokens"] for k in range(4)]
+    assert cached[0] == 0 and all(c >= 24 for c in cached[1:]), cached
+    for k, p in enumerate(prompts):
+        assert tokens_of(ev[k]) == alone(tiny, p, max_tokens=6), k
