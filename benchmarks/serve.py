@@ -65,6 +65,16 @@ def run_clients(client, model: str, clients: int, requests: int, tokens: int) ->
             "ttft_p95_s": q[min(len(q) - 1, int(round(0.95 * (len(q) - 1))))] if q else None, "errors": errors}
 
 
+def _engine_stats(url: str) -> dict:
+    """The server engine's counters from /health (piegpu serve only; {} elsewhere)."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/health", timeout=10) as r:
+            return json.loads(r.read()).get("engine", {})
+    except (OSError, ValueError):
+        return {}
+
+
 def main(argv=None) -> int:
     """Run the benchmark and print its table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -86,7 +96,12 @@ def main(argv=None) -> int:
         client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
         model = client.models.list().data[0].id
         run_clients(client, model, 2, 1, 4)  # warm-up: kernels compiled, caches filled
-        rows = [run_clients(client, model, int(c), args.requests, args.tokens) for c in args.clients.split(",")]
+        rows = []
+        for c in args.clients.split(","):
+            before = _engine_stats(url)
+            rows.append(run_clients(client, model, int(c), args.requests, args.tokens))
+            after = _engine_stats(url)
+            rows[-1]["engine"] = {k: after[k] - before.get(k, 0) for k in after} if after else {}
     finally:
         if server is not None:
             server.stop()
@@ -102,6 +117,13 @@ def main(argv=None) -> int:
         print(f"{r['clients']:>7} {r['requests']:>8} {r['tokens']:>6} {r['wall_s']:>7.1f} {r['tokens_per_s']:>9.1f} "
               f"{r['tokens_per_s'] / base:>10.2f} {r['ttft_p50_s']:>8.2f}s {r['ttft_p95_s']:>8.2f}s"
               + (f"  {len(r['errors'])} errors" if r["errors"] else ""))
+    for r in rows:
+        e = r.get("engine") or {}
+        if e:
+            print(f"  {r['clients']:>2} clients: {e['decode_passes']} decode passes of {e['decode_rows'] / max(1, e['decode_passes']):.1f} "
+                  f"rows avg in {e['decode_s']:.1f} s ({1000 * e['decode_s'] / max(1, e['decode_passes']):.0f} ms each); "
+                  f"{e['prefill_passes']} prefill passes, {e['prefill_tokens']} tokens in {e['prefill_s']:.1f} s; "
+                  f"{e['copied_tokens']} prompt tokens copied from other sequences")
     return 0
 
 

@@ -311,7 +311,7 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
         """Whether the engine is running."""
         if engine.error is not None:
             return JSONResponse({"status": "error", "error": str(engine.error)}, status_code=503)
-        return {"status": "ok", "load": engine.load}
+        return {"status": "ok", "load": engine.load, "engine": engine.stats.as_dict()}
 
     @app.get("/v1/models")
     async def models():

@@ -98,6 +98,23 @@ class Job:
                 c.seq.cancel()
 
 
+@dataclass
+class EngineStats:
+    """Where the engine thread's time went (GET /health reports it)."""
+
+    prefill_passes: int = 0
+    prefill_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_passes: int = 0
+    decode_rows: int = 0
+    decode_s: float = 0.0
+    copied_tokens: int = 0  # prompt tokens copied from another sequence's KV instead of prefilled
+
+    def as_dict(self) -> dict:
+        """A JSON-able dict."""
+        return dict(self.__dict__)
+
+
 class QueueFull(Exception):
     """The engine holds max_queue requests already."""
 
@@ -127,6 +144,7 @@ class Engine:
         self._deadline: float | None = None
         self.error: BaseException | None = None
         self.completed = 0
+        self.stats = EngineStats()
 
     # ---- the HTTP side (any thread) ----------------------------------------------------------
     def start(self) -> None:
@@ -205,7 +223,12 @@ class Engine:
                 self._finish_job(job, cancelled=True)
             prefilled = await self._prefill_round()
             if self.batch.active:
+                t0 = time.perf_counter()
+                rows = len(self.batch.active)
                 await self.batch.step()
+                self.stats.decode_s += time.perf_counter() - t0
+                self.stats.decode_passes += 1
+                self.stats.decode_rows += rows
                 self._collect()
             elif not prefilled:
                 with self._lock:
@@ -262,7 +285,11 @@ class Engine:
                 pick[1] -= d
                 cut -= d
             parts = [(job.session, job.prompt_ids[job.prefilled: job.prefilled + n]) for job, n in picks if n]
+            t0 = time.perf_counter()
             await prefill_together(self.model.default_pipeline, parts)
+            self.stats.prefill_s += time.perf_counter() - t0
+            self.stats.prefill_passes += 1
+            self.stats.prefill_tokens += sum(n for _, n in picks)
             for pick in picks:
                 pick[0].prefilled += pick[1]
         for job, _ in picks:
@@ -309,6 +336,7 @@ class Engine:
         if cached is not None:
             self.model.gpu.copy_working_sets([(cached.ws, ws)])
             ws.set_length(n)
+            self.stats.copied_tokens += n
             sess.tokens = list(job.prompt_ids[:n])
             job.cached_tokens = job.prefilled = n
         return sess
