@@ -39,8 +39,9 @@ fn qw(a: u32, b: u32, odd: bool) -> vec4<f32> {
 
 // The decode matvec's inner loop: the block's 34 bytes lie in 9 words, each loaded once. Joining
 // halves with u32_at loads 16: the default model's Q8_0 lm_head matvec (49152 x 576) took 10.7 ms
-// that way vs 7.8 ms in the former repacked 9-word layout; with 9 loads it is on par with that
-// layout (13.0-15.6 vs 13.5-13.9 ms, alternating runs on a busier machine).
+// that way vs 7.8 ms in the former repacked 9-word layout; with 9 loads it is 5-8% slower than that
+// layout (alternating runs: 15.0-15.6 vs 12.6-14.7 ms on a busy machine; ~4% of a decode step). A
+// branch on the block's parity (uniform: lanes run block b of their rows together) measured slower.
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
              x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
   let o = wb * BB;
