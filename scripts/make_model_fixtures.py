@@ -18,6 +18,9 @@ SentencePiece ones, <family>.spm.json holds the pieces' scores and types: what l
 reads from tokenizer.model. tests/model/test_gguf_tokenizer.py converts them to GGUF metadata.
 chat_templates.json: a template per family in the style of its released one, and transformers'
 renderings of a few conversations (apply_chat_template's renderer), errors included.
+tokenizers' BPE trainer breaks count ties in no fixed order, so regenerated SentencePiece-style
+vocabularies can differ from the committed ones; the tests hold for any of them (each compares a
+tokenizer.json with its own GGUF conversion).
 """
 
 from __future__ import annotations
@@ -188,7 +191,8 @@ def make_bpe_family(name: str, specials: list, split: str):
     if name == "llama3":  # Llama 3 adds <|begin_of_text|>
         tok.post_processor = processors.Sequence([
             processors.ByteLevel(trim_offsets=False),
-            processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+            processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                          pair="<|begin_of_text|> $A <|begin_of_text|> $B",
                                           special_tokens=[("<|begin_of_text|>", 0)])])
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
@@ -323,8 +327,9 @@ CHATS = [
      {"role": "user", "content": "自然语言处理?"}],
     [{"role": "assistant", "content": "I speak first"}],  # roles out of order: some templates refuse
 ]
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather <now> & here",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather <now> & here",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
 
 
 def make_chat_fixtures(specials: dict) -> dict:

@@ -1,4 +1,6 @@
-"""The model: config, checkpoints, GGUF conversion, tokenizer, default model, numpy reference (host side),
+"""The model: config, checkpoints, GGUF files read in place (gguf_file.py, gguf_arch.py, gguf_model.py;
+gguf_convert.py exports one as an HF directory), tokenizers (gguf_tokenizer.py), chat templates,
+the default model, numpy reference (host side),
 and the model on the device: weights in GPU layouts (weights.py, gpu_weights.py), the forward pass
 in named steps (forward.py) over typed shader wrappers (kernels.py), working sets, and load_model.
 

@@ -8,11 +8,11 @@ for its adjacent-pair RoPE, which is the row order the GPU layout wants: they ar
 as they are (RawTensor.gpu_order).
 
 No GPU repack is cached, because none would save load time: the uploads are the file's
-blocks (only q|k|v and gate|up are fused, a 30 ms copy for the default model). Measured
-on the default model (2 shared cores, lavapipe, one run each way): the former path -- an
-f32 safetensors copy (538 MB) plus a packed-weights cache (gpu-weights.bin) -- took 16.6-31 s
-and 839 MB peak RSS on first load and 3.9-5.2 s on later loads from its caches; the GGUF
-in place takes 0.9-2.2 s and ~360 MB on every load, with nothing on disk.
+blocks (only q|k|v and gate|up are fused, a 30 ms copy for the default model). Measured on
+the default model (2 cores, lavapipe, one quiet run each way, /proc VmHWM): the former path --
+an f32 safetensors copy (538 MB; 611 MB of cache in all) plus a packed-weights cache -- took
+7.1 s and 839 MB peak RSS on first load and 1.2 s / 343 MB on later loads from its caches;
+the GGUF in place takes 0.84 s / 360 MB on every load and writes nothing.
 """
 
 from __future__ import annotations

@@ -175,5 +175,6 @@ def _upload_part(device, m: HostMatrix, max_binding_bytes: int, label: str, g: G
         if body:
             device.queue.write_buffer(buf, 0, part[:body])
         if part.size > body:
-            device.queue.write_buffer(buf, body, np.concatenate([part[body:], np.zeros(4 - part.size + body, np.uint8)]))
+            tail = np.concatenate([part[body:], np.zeros(4 - part.size + body, np.uint8)])
+            device.queue.write_buffer(buf, body, tail)
         g.chunks.append((buf, first + r0, min(per_chunk, m.rows - r0), m.fmt))

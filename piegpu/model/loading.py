@@ -51,8 +51,8 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None) -> Loade
         elif path.is_dir():
             gguf = None
         else:
-            raise ModelError(f"{path}: not a .gguf file or a model directory. Fix: pass a directory with config.json and "
-                             "*.safetensors, or a file ending in .gguf")
+            raise ModelError(f"{path}: not a .gguf file or a model directory. Fix: pass a directory with "
+                             "config.json and *.safetensors, or a file ending in .gguf")
         source = str(path)
     if gguf is not None:
         from .gguf_model import open_gguf_model

@@ -18,7 +18,6 @@ Two checks per (family, type):
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
