@@ -184,23 +184,30 @@ class _Completion(_Chat):
 
     object, chunk_object, id_prefix = "text_completion", "text_completion", "cmpl-"
 
-    def __init__(self, api: Api, offset: int = 0):
+    def __init__(self, api: Api):
         super().__init__(api)
-        self.offsets: dict = {}
+        self.offsets: dict = {}  # choice index -> characters of token text so far (text_offset)
 
-    def logprobs(self, entries: list):
+    def logprobs(self, entries: list, index: int = 0):
         if entries is None:
             return None
         tt = self.api.engine.token_text
-        return {"tokens": [tt(t)[0] for t, _, _ in entries], "token_logprobs": [lp for _, lp, _ in entries],
-                "top_logprobs": [{tt(t)[0]: v for t, v in top} for _, _, top in entries],
-                "text_offset": []}
+        texts = [tt(t)[0] for t, _, _ in entries]
+        at = self.offsets.get(index, 0)
+        offsets = []
+        for text in texts:
+            offsets.append(at)
+            at += len(text)
+        self.offsets[index] = at
+        return {"tokens": texts, "token_logprobs": [lp for _, lp, _ in entries],
+                "top_logprobs": [{tt(t)[0]: v for t, v in top} for _, _, top in entries], "text_offset": offsets}
 
     def choice(self, index: int, text: str, entries, reason):
-        return {"index": index, "text": text, "logprobs": self.logprobs(entries), "finish_reason": reason}
+        return {"index": index, "text": text, "logprobs": self.logprobs(entries, index), "finish_reason": reason}
 
     def delta(self, index: int, text: str | None, entries, reason, first: bool = False):
-        return {"index": index, "text": text or "", "logprobs": self.logprobs(entries), "finish_reason": reason}
+        return {"index": index, "text": text or "", "logprobs": self.logprobs(entries, index),
+                "finish_reason": reason}
 
 
 async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list, logprobs: bool, top: int):

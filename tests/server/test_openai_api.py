@@ -203,3 +203,15 @@ def test_the_example_client_runs_against_the_server(server):
                        env={**os.environ, "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "none"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"model: {MODEL_ID}" in r.stdout and "JSON: {" in r.stdout and "first token alternatives" in r.stdout
+
+
+def test_completion_logprobs_in_the_legacy_layout(server):
+    c = server.client()
+    r = c.completions.create(model=MODEL_ID, prompt="The capital of France is", max_tokens=5, temperature=0,
+                             logprobs=2)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 5
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(5)]
+    for tok, v, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert len(top) == 2 and abs(top[tok] - v) < 1e-5  # greedy: the drawn token is the most likely
