@@ -30,9 +30,9 @@ from .chain import F32_MAX, Sampler
 from .llamacpp import NEG_INF, LogitBias
 from .penalties import Penalties
 from .state import check_temperature
-from .truncations import MinP, TopK, TopP
+from .truncations import MinP, TopK, TopP, Typical, typical_mask
 
-ROW_STAGES = (TopK, TopP, MinP)  # the truncations a row may use, in the order they apply
+ROW_STAGES = (TopK, TopP, MinP, Typical)  # the truncations a row may use, in the order they apply (OPTION_ORDER)
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,11 @@ class RowParams:
     logit_bias: tuple = ()  # ((token_id, bias), ...) sorted, as LogitBias holds them
     top_logprobs: int = 0  # also return the k most likely tokens and their log-probabilities (k <= TOP_LOGPROBS)
     constrained: bool = False  # a grammar mask comes from the row's RowState each pass
+    typical_p: float = 1.0  # locally typical sampling mass, 1 = off
 
     def __post_init__(self):
         object.__setattr__(self, "temperature", check_temperature(self.temperature))
-        TopK(self.top_k), TopP(self.top_p), MinP(self.min_p)  # the same range checks and messages
+        TopK(self.top_k), TopP(self.top_p), MinP(self.min_p), Typical(self.typical_p)  # the same checks and messages
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < (1 << 32):
             raise ValidationError(f"seed must be an int in [0, 2^32), got {self.seed!r}")
         pen = Penalties(self.repetition_penalty, self.presence_penalty, self.frequency_penalty)
@@ -75,7 +76,7 @@ class RowParams:
     def of(cls, sampler: Sampler, seed: int = 0, logprobs: bool = False, top_logprobs: int = 0,
            constrained: bool = False) -> "RowParams":
         """The row settings equal to `sampler` (ValidationError for stages a batched row cannot carry)."""
-        values = {TopK: 0, TopP: 1.0, MinP: 0.0}
+        values = {TopK: 0, TopP: 1.0, MinP: 0.0, Typical: 1.0}
         procs = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "logit_bias": ()}
         for p in sampler.processors:
             if isinstance(p, Penalties):
@@ -89,19 +90,20 @@ class RowParams:
         seen = []
         for t in sampler.truncations:
             if type(t) not in values or type(t) in seen:
-                raise ValidationError(f"batched sampling supports temperature, top-k, top-p and min-p (once each), "
+                raise ValidationError(f"batched sampling supports temperature, top-k, top-p, min-p and typical (once "
+                                      f"each), "
                                       f"not {t!r}. Fix: use those, or generate this request alone")
             seen.append(type(t))
-            values[type(t)] = getattr(t, "k", getattr(t, "p", None))
+            values[type(t)] = t.mass if isinstance(t, Typical) else getattr(t, "k", getattr(t, "p", None))
         if seen != sorted(seen, key=ROW_STAGES.index):
             raise ValidationError(f"batched sampling applies top-k, top-p, min-p in that order; this sampler has "
                                   f"{[c.__name__ for c in seen]}. Fix: reorder the stages")
         return cls(sampler.temperature, values[TopK], values[TopP], values[MinP], seed, logprobs, **procs,
-                   top_logprobs=top_logprobs, constrained=constrained)
+                   top_logprobs=top_logprobs, constrained=constrained, typical_p=values[Typical])
 
 
 TOP_LOGPROBS = 20  # the most alternatives a row may ask for (OpenAI's limit); the epilogue always computes this many
-STAGES = ("sample", "top_k", "top_p", "min_p", "logprobs", "penalties", "bias", "mask", "top_logprobs")
+STAGES = ("sample", "top_k", "top_p", "min_p", "typical", "logprobs", "penalties", "bias", "mask", "top_logprobs")
 
 
 class RowState:
@@ -155,6 +157,8 @@ def structure_of(params: list) -> frozenset:
                 need.add("top_p")
             if p.min_p > 0.0:
                 need.add("min_p")
+            if p.typical_p < 1.0:
+                need.add("typical")
     return frozenset(need)
 
 
@@ -181,7 +185,7 @@ class RowSampler:
         self.rows, self.vocab = rows, vocab
         self.stages = frozenset(stages)
         self.words = -(-vocab // 32)
-        self.floats = Channel([rows, 3], dtype.f32).named(f"{label}:inv-temperature,top-p,min-p")
+        self.floats = Channel([rows, 4], dtype.f32).named(f"{label}:inv-temperature,top-p,min-p,typical")
         self.ints = Channel([rows, 2], dtype.i32).named(f"{label}:greedy,top-k")
         self.rng = Channel([rows, 2], dtype.u32).named(f"{label}:rng")
         self.extra = {}  # stage -> its channel, only for the stages this sampler has
@@ -202,8 +206,8 @@ class RowSampler:
         if len(params) != self.rows or len(draws) != self.rows or len(states) != self.rows:
             raise ValidationError(f"RowSampler.put: {len(params)} settings, {len(draws)} draw counts and "
                                   f"{len(states)} row states for {self.rows} rows. Fix: one of each per row")
-        f = np.array([[1.0 / p.temperature if p.temperature > 0 else 1.0, p.top_p, p.min_p] for p in params],
-                     np.float32)  # 1/T rounded once, as Sampler's constant is
+        f = np.array([[1.0 / p.temperature if p.temperature > 0 else 1.0, p.top_p, p.min_p, p.typical_p]
+                      for p in params], np.float32)  # 1/T rounded once, as Sampler's constant is
         i = np.array([[p.temperature == 0, p.top_k] for p in params], np.int32)
         r = np.array([[p.seed, d & 0xFFFFFFFF] for p, d in zip(params, draws)], np.uint32)
         self.floats.put(f)
@@ -301,6 +305,8 @@ class RowSampler:
             x = eta.mask_apply(x, eta.top_p_mask(x, top_p))
         if "min_p" in self.stages:
             x = eta.mask_apply(x, eta.min_p_mask(x, min_p))
+        if "typical" in self.stages:
+            x = eta.mask_apply(x, typical_mask(x, col(f, 3)))
         states = eta.reshape(r, [B * 2])
         noise = eta.concat([eta.gumbel(eta.slice_last(states, 2 * b, 2), [self.vocab]) for b in range(B)])
         drawn = eta.reduce_argmax(eta.sanitize(x) + eta.reshape(noise, [B, self.vocab]))

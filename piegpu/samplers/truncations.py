@@ -135,16 +135,28 @@ class Typical(Truncation):
     def keep(self, x, states):
         if self.off:
             return _keep_all(x)
-        ls = eta.log_softmax(x)
-        p = eta.exp(ls)
-        p = eta.select(eta.isnan(p), 0.0, p)  # all -inf logits: nothing is likely
-        h = eta.neg(eta.reduce_sum(eta.select(p > 0.0, p * ls, 0.0)))
-        dist = eta.abs_(eta.neg(ls) - keep_dims(h, x))  # >= 0; +inf for impossible tokens
-        dist = eta.select(eta.isnan(dist), float("inf"), dist)
-        return eta.and_(_ascending_mass_mask(dist, p, self.mass), x > NEG_INF)
+        return typical_mask(x, self.mass)
 
 
-def _ascending_mass_mask(key, p, mass: float):
+def typical_mask(x, mass):
+    """Traced: the keep mask of locally typical sampling on (scaled) logits x [..., vocab].
+
+    `mass` is a Python float or an f32 tensor of one value per row (device data: batched rows);
+    a row's mass >= 1 keeps every token.
+    """
+    ls = eta.log_softmax(x)
+    p = eta.exp(ls)
+    p = eta.select(eta.isnan(p), 0.0, p)  # all -inf logits: nothing is likely
+    h = eta.neg(eta.reduce_sum(eta.select(p > 0.0, p * ls, 0.0)))
+    dist = eta.abs_(eta.neg(ls) - keep_dims(h, x))  # >= 0; +inf for impossible tokens
+    dist = eta.select(eta.isnan(dist), float("inf"), dist)
+    keep = eta.and_(_ascending_mass_mask(dist, p, mass), x > NEG_INF)
+    if isinstance(mass, float):
+        return keep
+    return eta.or_(keep, keep_dims(mass >= 1.0, x))
+
+
+def _ascending_mass_mask(key, p, mass):
     """Keep an element when the mass of the elements before it in (key asc, index asc) order is < mass.
 
     No sort: key >= 0, so its f32 bit patterns order like its values. A 32-step bisection
@@ -169,7 +181,8 @@ def _ascending_mass_mask(key, p, mass: float):
     tie = eta.eq(bits, b0)
     tied_p = eta.select(tie, p, 0.0)
     before = eta.cumsum(tied_p) - tied_p  # tied mass at a lower index
-    keep_tie = eta.and_(tie, keep_dims(mass_below(lo), key) + before < mass)
+    limit = mass if isinstance(mass, float) else keep_dims(mass, key)  # a per-row mass: one per row
+    keep_tie = eta.and_(tie, keep_dims(mass_below(lo), key) + before < limit)
     return eta.or_(bits < b0, keep_tie)
 
 

@@ -70,7 +70,8 @@ class Api:
         constrained = self.constraints is not None and self.constraints.wants(req)
         try:
             return [RowParams(req.temperature, top_k, req.top_p, req.min_p, _seed(req, i), logprobs,
-                              rep, req.presence_penalty, req.frequency_penalty, tuple(bias), top, constrained)
+                              rep, req.presence_penalty, req.frequency_penalty, tuple(bias), top, constrained,
+                              req.typical_p)
                     for i in range(req.n)]
         except PieGpuError as e:
             raise ServerError(400, str(e)) from None

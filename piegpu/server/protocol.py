@@ -85,7 +85,7 @@ class _Sampling(_Body):
     repetition_penalty: Optional[float] = Field(default=None, gt=0.0)
     response_format: Optional[ResponseFormat] = None
     # llama.cpp server options piegpu has as samplers but not yet as batched row data: refused, never ignored
-    typical_p: float = 1.0
+    typical_p: float = Field(default=1.0, gt=0.0, le=1.0)  # a row stage: locally typical sampling
     mirostat: int = 0
     xtc_probability: float = 0.0
     dry_multiplier: float = 0.0
@@ -113,12 +113,12 @@ class _Sampling(_Body):
 
     @model_validator(mode="after")
     def _not_batched_yet(self):
-        off = {"typical_p": 1.0, "mirostat": 0, "xtc_probability": 0.0, "dry_multiplier": 0.0}
+        off = {"mirostat": 0, "xtc_probability": 0.0, "dry_multiplier": 0.0}
         on = [k for k, v in off.items() if getattr(self, k) != v] + (["top_n_sigma"] if self.top_n_sigma > 0 else [])
         if on:
             raise ValueError(f"{', '.join(on)}: these samplers run in piegpu's single-sequence generate() but not yet "
                              "as per-row data of the server's batched pass; leave them at their off values "
-                             "(typical_p 1, mirostat 0, xtc_probability 0, dry_multiplier 0, top_n_sigma -1)")
+                             "(mirostat 0, xtc_probability 0, dry_multiplier 0, top_n_sigma -1)")
         return self
 
     def stops(self) -> list:

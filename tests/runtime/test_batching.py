@@ -37,6 +37,8 @@ def test_greedy_batch_equals_each_prompt_alone(tiny):
 
 
 @pytest.mark.parametrize("sampler, options", [("top-p", {"top_p": 0.8}), ("top-k", {"top_k": 5}),
+                                              ("typical", {"typical": 0.7}),
+                                              ("top-k", {"top_k": 30, "typical": 0.9}),
                                               ("min-p", {"min_p": 0.1}), ("temperature", {}),
                                               ("top-k", {"top_k": 20, "top_p": 0.9, "min_p": 0.02})])
 def test_seeded_batch_rows_equal_each_row_alone(tiny, sampler, options):
@@ -168,20 +170,21 @@ def test_penalties_and_logit_bias_rows_equal_each_row_alone(tiny, options, tempe
 
 
 def test_one_epilogue_serves_rows_with_and_without_penalties(tiny):
-    """A penalized row beside plain rows: each equals its own run alone (plain rows see counts of zero)."""
+    """Penalized, biased and typical rows beside plain ones: each equals its own run alone (plain rows see
+    counts of zero, biases of zero and a typical mass of 1)."""
     vocab = tiny.config.vocab_size
     batch = Batch(tiny, RowSampling(vocab))
     ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS]
     from piegpu.samplers.rows import RowState
     params = [RowParams(0.0), RowParams(0.0, repetition_penalty=1.5, presence_penalty=0.5),
-              RowParams(0.7, seed=5, logit_bias=((3, 2.0),)), RowParams(0.0)]
+              RowParams(0.7, seed=5, logit_bias=((3, 2.0),)), RowParams(0.9, typical_p=0.6, seed=8)]
     seqs = [batch.add(i, p, 6, row_state=RowState(p, vocab, i)) for i, p in zip(ids, params)]
     run_sync(batch.run())
     want = [alone(tiny, PROMPTS[0], max_tokens=6),
             alone(tiny, PROMPTS[1], max_tokens=6, repetition_penalty=1.5, presence_penalty=0.5),
             alone(tiny, PROMPTS[2], max_tokens=6, sampler="temperature", temperature=0.7, seed=5,
-                  logit_bias={3: 2.0}),
-            alone(tiny, PROMPTS[3], max_tokens=6)]
+                  logit_bias={3: 2.0}),  # a sampling row whose typical mass is 1 (off) beside a typical row
+            alone(tiny, PROMPTS[3], max_tokens=6, sampler="typical", typical=0.6, temperature=0.9, seed=8)]
     assert [s.tokens for s in seqs] == want
 
 

@@ -57,7 +57,8 @@ BAD = [
     ("five stop strings", chat(stop=["a", "b", "c", "d", "e"]), None),
     ("prompt beyond the context", chat(content="word " * 9000), None),
     ("a sampler not carried by batched rows (mirostat)", chat(mirostat=2), None),
-    ("a sampler not carried by batched rows (typical_p)", chat(typical_p=0.5), None),
+    ("a sampler not carried by batched rows (xtc)", chat(xtc_probability=0.5), None),
+    ("typical_p 0", chat(typical_p=0), None),
 ]
 
 
