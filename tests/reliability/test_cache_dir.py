@@ -133,22 +133,23 @@ def test_full_cache_dir_degrades_to_memory_and_recovers(gpu, full_dir):
         assert entries_are_intact(kernels) == 2
 
 
-def test_model_preparation_into_a_full_cache_is_a_model_error(gpu, full_dir, monkeypatch):
+def test_a_gguf_loads_in_place_with_a_full_or_unwritable_cache(gpu, full_dir, monkeypatch):
+    """A GGUF is read where it lies: a full (or unwritable) cache dir costs nothing and gets nothing written."""
     mounted, d = full_dir
     if not mounted:
         (d / "models").write_text("a file where the models dir should be")  # unwritable instead of full
+    before = sorted(str(p.relative_to(d)) for p in d.rglob("*"))
     from piegpu.loaded import load_model
     from tests.reliability.cases import Ctx
     ctx = Ctx()
     try:
         gguf = ctx.gguf
         monkeypatch.setenv("PIEGPU_CACHE_DIR", str(d))
-        with pytest.raises(ModelError) as e:
-            load_model(gguf, verbose=False)
+        with load_model(gguf, verbose=False) as model:
+            g = model.generate("1 2 3", max_tokens=3)
+            g.run()
+            assert len(g.tokens) >= 1
     finally:
         ctx.close()
-    msg = str(e.value)
-    assert str(d / "models") in msg and "PIEGPU_CACHE_DIR" in msg, msg
-    if mounted:
-        assert "No space left" in msg, msg
-        assert [p.name for p in (d / "models").iterdir() if not p.name.endswith(".lock")] == []
+    assert sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.name != "kernels" and "kernels" not in p.parts
+                  ) == [b for b in before if "kernels" not in b]
