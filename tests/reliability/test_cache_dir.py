@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from piegpu.errors import ModelError
 from piegpu.eta import cache
 from tests.reliability.cases import ROOT
 
