@@ -107,7 +107,7 @@ def test_bad_batch_requests_name_the_sequence(tiny):
     with pytest.raises(ValidationError, match="top_p"):
         RowParams(top_p=1.5)
     with pytest.raises(ValidationError, match="batched sampling supports"):
-        tiny.generate_batch(["1 2"], sampler="typical")
+        tiny.generate_batch(["1 2"], sampler="top-a")
     with pytest.raises(ValidationError, match="prompt 1"):
         tiny.generate_batch(["1 2", ""])
     assert len(batch.active) == 1  # the refused requests changed nothing
