@@ -15,13 +15,25 @@ def model_id(model, path: str | None) -> str:
     return re.sub(r"-[0-9a-f]{12}$", "", name)  # the converted-model cache folder's content hash
 
 
+def _megabytes(text: str) -> float:
+    """An argparse type: a size in MiB >= 0."""
+    import argparse
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid size in MiB: {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 MiB, got {text}")
+    return v
+
+
 def _cmd_serve(args) -> int:
     from ..loaded import load_model
     from ..server import serve
     model = load_model(args.model, verbose=True)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
-                 cache_tokens=args.cache_tokens, grace_s=args.grace, max_body=args.max_body, log_level="info" if args.verbose else "warning")
+                 cache_mb=args.cache_mb, grace_s=args.grace, max_body=args.max_body, log_level="info" if args.verbose else "warning")
 
 
 def add_parser(sub) -> None:
@@ -36,8 +48,8 @@ def add_parser(sub) -> None:
     s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/")
     s.add_argument("--ctx", type=int_at_least(16), default=None,
                    help="context per request: prompt + max_tokens (default: the model's)")
-    s.add_argument("--cache-tokens", type=int_at_least(0), default=32768,
-                   help="KV positions kept for prefix reuse (32768; 0 = off)")
+    s.add_argument("--cache-mb", type=_megabytes, default=512.0, metavar="MB",
+                   help="KV memory kept for prefix reuse, in MiB of working sets (512; 0 = off)")
     s.add_argument("--grace", type=float, default=5.0, help="seconds streams get to finish on shutdown (5)")
     s.add_argument("--max-body", type=int_at_least(1024), default=4 << 20, metavar="BYTES",
                    help="largest request body accepted; larger ones get HTTP 413 (4 MiB)")

@@ -123,7 +123,7 @@ class Engine:
     """Runs a model for many concurrent requests (see the module docstring)."""
 
     def __init__(self, model, max_batch: int = 16, max_queue: int = 64, ctx: int | None = None,
-                 cache_tokens: int = 32768, prefill_chunk: int = 128):
+                 cache_mb: float = 512.0, prefill_chunk: int = 128):
         self.model = model
         self.vocab = model.config.vocab_size
         self.ctx = min(ctx or model.config.max_position_embeddings, model.config.max_position_embeddings)
@@ -131,7 +131,9 @@ class Engine:
         self.max_queue = max_queue
         self.prefill_chunk = prefill_chunk
         self.batch = Batch(model, RowSampling(self.vocab), max_batch=max_batch, prefill_chunk=prefill_chunk)
-        self.cache = PrefixCache(cache_tokens)
+        c = model.config
+        kv_bytes = c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * 4  # f32 K and V per position
+        self.cache = PrefixCache(int(cache_mb * (1 << 20)) // kv_bytes)  # the bound in positions of KV
         self.token_text = TokenText(model.tokenizer)
         self._lock = threading.Lock()
         self._inbox: list = []
