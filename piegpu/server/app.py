@@ -140,7 +140,7 @@ class Api:
                     self.engine.cancel(job)
 
 
-def _usage(dones: list, n_prompts: int) -> dict:
+def _usage(dones: list) -> dict:
     p = sum(d["usage"]["prompt_tokens"] for d in dones)
     c = sum(d["usage"]["completion_tokens"] for d in dones)
     cached = sum(d["usage"]["cached_tokens"] for d in dones)
@@ -156,6 +156,7 @@ class _Chat:
     """The chat.completion response shapes."""
 
     object, chunk_object, id_prefix = "chat.completion", "chat.completion.chunk", "chatcmpl-"
+    role_chunk = True  # a stream starts with a chunk announcing the assistant role
 
     def __init__(self, api: Api):
         self.api = api
@@ -184,6 +185,7 @@ class _Completion(_Chat):
     """The text_completion response shapes (logprobs in the legacy layout)."""
 
     object, chunk_object, id_prefix = "text_completion", "text_completion", "cmpl-"
+    role_chunk = False
 
     def __init__(self, api: Api):
         super().__init__(api)
@@ -211,8 +213,9 @@ class _Completion(_Chat):
                 "finish_reason": reason}
 
 
-async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list, logprobs: bool, top: int):
-    """Run a request's prompts (each n choices) and answer, streaming or not."""
+async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list, logprobs: bool, top: int,
+                   echo: list | None = None):
+    """Run a request's prompts (each n choices) and answer, streaming or not (echo: each prompt's text first)."""
     n = req.n
     jobs, queue = api.submit(lambda emit_for: [api.job(req, ids, logprobs, top, emit_for(k))
                                                 for k, ids in enumerate(prompts)])
@@ -239,17 +242,21 @@ async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list,
             elif ev["type"] == "done":
                 dones.append(ev)
         count = len(prompts) * n
-        choices = [shape.choice(i, texts.get(i, ""), entries.get(i, []) if logprobs else None, reasons.get(i, "stop"))
-                   for i in range(count)]
-        return JSONResponse({**head, "choices": choices, "usage": _usage(dones, len(prompts))})
+        lead = [echo[i // n] if echo else "" for i in range(count)]
+        choices = [shape.choice(i, lead[i] + texts.get(i, ""), entries.get(i, []) if logprobs else None,
+                                reasons.get(i, "stop")) for i in range(count)]
+        return JSONResponse({**head, "choices": choices, "usage": _usage(dones)})
 
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
     chunk_head = {**head, "object": shape.chunk_object}
 
     async def stream():
         dones = []
-        if isinstance(shape, _Chat) and not isinstance(shape, _Completion):
+        if shape.role_chunk:
             yield _sse({**chunk_head, "choices": [shape.delta(i, None, None, None, first=True)
+                                                  for i in range(len(prompts) * n)]})
+        if echo:
+            yield _sse({**chunk_head, "choices": [shape.delta(i, echo[i // n], None, None)
                                                   for i in range(len(prompts) * n)]})
         try:
             async for ev in api.events(jobs, queue):
@@ -264,7 +271,7 @@ async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list,
             yield _sse(e.body())
             return
         if include_usage:
-            yield _sse({**chunk_head, "choices": [], "usage": _usage(dones, len(prompts))})
+            yield _sse({**chunk_head, "choices": [], "usage": _usage(dones)})
         yield b"data: [DONE]\n\n"
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -358,7 +365,8 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
         else:
             prompts = [list(x) for x in p]
         logprobs = body.logprobs is not None
-        return await _respond(api, request, body, _Completion(api), prompts, logprobs, body.logprobs or 0)
+        echo = [api.model.tokenizer.decode(ids) for ids in prompts] if body.echo else None
+        return await _respond(api, request, body, _Completion(api), prompts, logprobs, body.logprobs or 0, echo)
 
     def openapi() -> dict:
         """FastAPI's schema, with `model` naming the one model served (clients and fuzzers see the valid value)."""

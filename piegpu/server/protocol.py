@@ -180,6 +180,8 @@ class CompletionRequest(_Sampling):
             raise ValueError("suffix (fill-in-the-middle) is not supported by this model")
         if self.best_of is not None and self.best_of != self.n:
             raise ValueError("best_of other than n is not supported; use n")
+        if self.echo and self.logprobs is not None:
+            raise ValueError("echo with logprobs (the prompt's own log-probabilities) is not supported; drop one")
         if isinstance(self.prompt, list) and not self.prompt:
             raise ValueError("prompt is an empty list")
         return self

@@ -215,3 +215,14 @@ def test_completion_logprobs_in_the_legacy_layout(server):
     assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(5)]
     for tok, v, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
         assert len(top) == 2 and abs(top[tok] - v) < 1e-5  # greedy: the drawn token is the most likely
+
+
+def test_completion_echo_prepends_the_prompt(server):
+    c = server.client()
+    plain = c.completions.create(model=MODEL_ID, prompt="Once upon a time", max_tokens=6, temperature=0)
+    echoed = c.completions.create(model=MODEL_ID, prompt="Once upon a time", max_tokens=6, temperature=0, echo=True)
+    assert echoed.choices[0].text == "Once upon a time" + plain.choices[0].text
+    pieces = [ch.choices[0].text for ch in c.completions.create(model=MODEL_ID, prompt="Once upon a time",
+                                                                 max_tokens=6, temperature=0, echo=True, stream=True)
+              if ch.choices]
+    assert "".join(pieces) == echoed.choices[0].text
