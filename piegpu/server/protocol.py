@@ -150,11 +150,17 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: Optional[int] = Field(default=None, ge=1)
     logprobs: bool = False
     top_logprobs: Optional[int] = Field(default=None, ge=0, le=20)
+    tools: Optional[list] = None
+    functions: Optional[list] = None
 
     @model_validator(mode="after")
     def _logprobs(self):
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs: true")
+        if self.tools or self.functions:  # answering in plain text would look like a model that never calls tools
+            raise ValueError("tool calling (tools / functions) is not supported by piegpu serve; send the request "
+                             "without them, or describe the tool in the messages and constrain the output with "
+                             "response_format json_schema")
         return self
 
     def limit(self) -> Optional[int]:

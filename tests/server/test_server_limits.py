@@ -59,6 +59,7 @@ BAD = [
     ("a sampler not carried by batched rows (mirostat)", chat(mirostat=2), None),
     ("a sampler not carried by batched rows (xtc)", chat(xtc_probability=0.5), None),
     ("typical_p 0", chat(typical_p=0), None),
+    ("tools (not supported)", chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]), None),
 ]
 
 
