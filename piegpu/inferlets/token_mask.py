@@ -6,14 +6,17 @@ inside an epilogue; token_bytes() gives each token's raw bytes (DRY's sequence b
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .. import eta
 from ..errors import ValidationError
 
 
+@lru_cache(maxsize=None)
 def _byte_decoder() -> dict:
-    """GPT-2's byte-level alphabet inverted: printable stand-in character -> byte."""
+    """GPT-2's byte-level alphabet inverted: printable stand-in character -> byte (built once)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
@@ -23,6 +26,24 @@ def _byte_decoder() -> dict:
             cs.append(256 + n)
             n += 1
     return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def is_byte_level(tokenizer) -> bool:
+    """Whether the tokenizer's pieces are in GPT-2's byte-level alphabet (its decoder says ByteLevel)."""
+    decoder = getattr(tokenizer, "decoder", None)
+    kind = type(decoder).__name__ if decoder is not None else ""
+    return "ByteLevel" in kind or repr(decoder).startswith("ByteLevel")
+
+
+def piece_bytes(piece: str, byte_level: bool) -> bytes:
+    """One vocabulary piece's bytes: GPT-2's byte-level alphabet, a SentencePiece byte fallback (<0xAB>),
+    or the text with SentencePiece's ▁ as a space. KeyError: a byte-level piece outside the alphabet."""
+    if byte_level:
+        table = _byte_decoder()
+        return bytes(table[ch] for ch in piece)
+    if piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:  # SentencePiece byte fallback
+        return bytes([int(piece[3:5], 16)])
+    return piece.replace("\u2581", " ").encode("utf-8")
 
 
 def token_bytes(tokenizer, vocab_size: int) -> list:
@@ -35,25 +56,18 @@ def token_bytes(tokenizer, vocab_size: int) -> list:
         special = set(tokenizer.get_added_tokens_decoder())
     except AttributeError:
         pass
-    decoder = getattr(tokenizer, "decoder", None)
-    kind = type(decoder).__name__ if decoder is not None else ""
-    table = _byte_decoder()
+    byte_level = is_byte_level(tokenizer)
     out = []
     for i in range(vocab_size):
         piece = tokenizer.id_to_token(i) if i not in special else None
         if piece is None:
             out.append(None)
             continue
-        if "ByteLevel" in kind or repr(decoder).startswith("ByteLevel"):
-            try:
-                out.append(bytes(table[ch] for ch in piece))
-            except KeyError:
-                raise ValidationError(f"token {i} ({piece!r}) is not in the byte-level alphabet; the tokenizer's "
-                                      "decoder says ByteLevel. Fix: use a consistent tokenizer.json") from None
-        elif piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:  # SentencePiece byte fallback
-            out.append(bytes([int(piece[3:5], 16)]))
-        else:
-            out.append(piece.replace("\u2581", " ").encode("utf-8"))
+        try:
+            out.append(piece_bytes(piece, byte_level))
+        except KeyError:
+            raise ValidationError(f"token {i} ({piece!r}) is not in the byte-level alphabet; the tokenizer's "
+                                  "decoder says ByteLevel. Fix: use a consistent tokenizer.json") from None
     return out
 
 

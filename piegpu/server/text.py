@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..inferlets.token_mask import is_byte_level, piece_bytes
+
 
 class TextStream:
     """The text of one choice as tokens arrive.
@@ -72,32 +74,9 @@ class TokenText:
 
 def _token_bytes(tokenizer, token: int) -> bytes:
     piece = tokenizer.id_to_token(token) if callable(getattr(tokenizer, "id_to_token", None)) else None
-    if piece is None:
-        return tokenizer.decode([token]).encode("utf-8")
-    decoder = getattr(tokenizer, "decoder", None)
-    if decoder is not None and "ByteLevel" in repr(decoder):
-        table = _byte_decoder()
-        if all(ch in table for ch in piece):
-            return bytes(table[ch] for ch in piece)
-    if piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:  # SentencePiece byte fallback
-        return bytes([int(piece[3:5], 16)])
+    if piece is not None:
+        try:
+            return piece_bytes(piece, is_byte_level(tokenizer))
+        except KeyError:  # a piece outside the byte-level alphabet: its decoded text
+            pass
     return tokenizer.decode([token], skip_special_tokens=False).encode("utf-8")
-
-
-_TABLE: dict = {}
-
-
-def _byte_decoder() -> dict:
-    """GPT-2's byte-level alphabet inverted: printable stand-in character -> byte."""
-    if not _TABLE:
-        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-            list(range(ord("®"), ord("ÿ") + 1))
-        cs = bs[:]
-        n = 0
-        for b in range(256):
-            if b not in bs:
-                bs.append(b)
-                cs.append(256 + n)
-                n += 1
-        _TABLE.update({chr(c): b for b, c in zip(bs, cs)})
-    return _TABLE
