@@ -38,16 +38,33 @@ def shader_root() -> Traversable:
         ) from None
 
 
+_INCLUDE = re.compile(r"^//! include (\S+)[ \t]*$", re.M)
+
+
 @lru_cache(maxsize=None)
 def shader_source(name: str) -> str:
-    """The text of shaders/<name>.wgsl (`name` may name a subfolder: "formats/q4_1")."""
+    """The text of shaders/<name>.wgsl (`name` may name a subfolder: "formats/q4_1").
+
+    A line `//! include blocks/nibbles` is replaced by that file's text: helpers several
+    snippets share (shaders/blocks/) are written once.
+    """
     path = shader_root()
     for part in f"{name}.wgsl".split("/"):
         path = path / part
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise CompileError(f"shader {path} is missing ({e}). Fix: reinstall piegpu") from e
+    return _INCLUDE.sub(lambda m: shader_source(m.group(1)), text)
+
+
+def includes(name: str) -> set:
+    """The files shaders/<name>.wgsl includes, directly or through another include."""
+    path = shader_root()
+    for part in f"{name}.wgsl".split("/"):
+        path = path / part
+    direct = set(_INCLUDE.findall(path.read_text(encoding="utf-8")))
+    return direct.union(*(includes(d) for d in direct))
 
 
 def compose(name: str, params: dict, snippets: dict | None = None) -> str:

@@ -6,21 +6,8 @@
 const WB: u32 = 1u;
 const BB: u32 = 18u;  // bytes per block
 
-fn u32_at(o: u32) -> u32 {  // 4 bytes at an even byte offset
-  let i = o >> 2u;
-  let lo = w[i];
-  let hi = w[i + 1u];
-  return select(lo, (lo >> 16u) | (hi << 16u), (o & 2u) != 0u);
-}
-
-fn f16_at(o: u32) -> f32 {
-  return unpack2x16float(w[o >> 2u] >> ((o & 2u) * 8u)).x;
-}
-
-fn nib4(v: u32, s: u32) -> vec4<f32> {
-  return vec4<f32>(f32((v >> s) & 15u), f32((v >> (s + 8u)) & 15u),
-                   f32((v >> (s + 16u)) & 15u), f32((v >> (s + 24u)) & 15u));
-}
+//! include blocks/halfwords
+//! include blocks/nibbles
 
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
              x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {

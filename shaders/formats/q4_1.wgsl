@@ -6,10 +6,7 @@
 // passed by value stay in memory on lavapipe and cost 30-50% of the matvec).
 const WB: u32 = 5u;
 
-fn nib4(v: u32, s: u32) -> vec4<f32> {
-  return vec4<f32>(f32((v >> s) & 15u), f32((v >> (s + 8u)) & 15u),
-                   f32((v >> (s + 16u)) & 15u), f32((v >> (s + 24u)) & 15u));
-}
+//! include blocks/nibbles
 
 // sum_j w_j * x_j over one block; xsum = sum_j x_j (the min term factors out).
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,

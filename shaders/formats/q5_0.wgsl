@@ -6,26 +6,9 @@
 const WB: u32 = 1u;
 const BB: u32 = 22u;
 
-fn u32_at(o: u32) -> u32 {  // 4 bytes at an even byte offset
-  let i = o >> 2u;
-  let lo = w[i];
-  let hi = w[i + 1u];
-  return select(lo, (lo >> 16u) | (hi << 16u), (o & 2u) != 0u);
-}
-
-fn f16_at(o: u32) -> f32 {
-  return unpack2x16float(w[o >> 2u] >> ((o & 2u) * 8u)).x;
-}
-
-fn nib4(v: u32, s: u32) -> vec4<f32> {
-  return vec4<f32>(f32((v >> s) & 15u), f32((v >> (s + 8u)) & 15u),
-                   f32((v >> (s + 16u)) & 15u), f32((v >> (s + 24u)) & 15u));
-}
-
-fn hi4(qh: u32, j: u32) -> vec4<f32> {
-  return 16.0 * vec4<f32>(f32((qh >> j) & 1u), f32((qh >> (j + 1u)) & 1u),
-                          f32((qh >> (j + 2u)) & 1u), f32((qh >> (j + 3u)) & 1u));
-}
+//! include blocks/halfwords
+//! include blocks/nibbles
+//! include blocks/qh_bits
 
 // Raw values q (0..31) of vec4 j of the block at byte o.
 fn q5(o: u32, qh: u32, j: u32) -> vec4<f32> {

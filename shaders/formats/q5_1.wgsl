@@ -4,16 +4,8 @@
 // j - 16 otherwise) + 16 * bit j of qh.
 const WB: u32 = 6u;
 
-fn nib4(v: u32, s: u32) -> vec4<f32> {
-  return vec4<f32>(f32((v >> s) & 15u), f32((v >> (s + 8u)) & 15u),
-                   f32((v >> (s + 16u)) & 15u), f32((v >> (s + 24u)) & 15u));
-}
-
-// Bits j, j+1, j+2, j+3 of qh, times 16.
-fn hi4(qh: u32, j: u32) -> vec4<f32> {
-  return 16.0 * vec4<f32>(f32((qh >> j) & 1u), f32((qh >> (j + 1u)) & 1u),
-                          f32((qh >> (j + 2u)) & 1u), f32((qh >> (j + 3u)) & 1u));
-}
+//! include blocks/nibbles
+//! include blocks/qh_bits
 
 // Raw values q of vec4 j (weights 4j .. 4j+3) of the block at wb.
 fn q5(wb: u32, qh: u32, j: u32) -> vec4<f32> {

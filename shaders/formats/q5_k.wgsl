@@ -7,10 +7,7 @@
 const WB: u32 = 1u;
 const SW: u32 = 44u;
 
-fn nib4(v: u32, s: u32) -> vec4<f32> {
-  return vec4<f32>(f32((v >> s) & 15u), f32((v >> (s + 8u)) & 15u),
-                   f32((v >> (s + 16u)) & 15u), f32((v >> (s + 24u)) & 15u));
-}
+//! include blocks/nibbles
 
 // Bit b of each byte of v, times 16.
 fn hb4(v: u32, b: u32) -> vec4<f32> {
@@ -18,24 +15,7 @@ fn hb4(v: u32, b: u32) -> vec4<f32> {
                           f32((v >> (b + 16u)) & 1u), f32((v >> (b + 24u)) & 1u));
 }
 
-fn scale_byte(base: u32, k: u32) -> u32 {
-  return (w[base + 1u + k / 4u] >> (8u * (k % 4u))) & 255u;
-}
-
-fn sub_dm(base: u32, s: u32) -> vec2<f32> {
-  let dd = unpack2x16float(w[base]);
-  var sc: u32;
-  var m: u32;
-  if (s < 4u) {
-    sc = scale_byte(base, s) & 63u;
-    m = scale_byte(base, s + 4u) & 63u;
-  } else {
-    let e = scale_byte(base, s + 4u);
-    sc = (e & 15u) | ((scale_byte(base, s - 4u) >> 6u) << 4u);
-    m = (e >> 4u) | ((scale_byte(base, s) >> 6u) << 4u);
-  }
-  return vec2<f32>(dd.x * f32(sc), dd.y * f32(m));
-}
+//! include blocks/k_scales
 
 // Raw values (0..31) of vec4 j of block g.
 fn qv(g: u32, j: u32) -> vec4<f32> {

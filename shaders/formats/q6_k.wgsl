@@ -9,21 +9,8 @@
 const WB: u32 = 1u;
 const SB: u32 = 210u;
 
-fn u32_at(o: u32) -> u32 {  // 4 bytes at an even byte offset
-  let i = o >> 2u;
-  let lo = w[i];
-  let hi = w[i + 1u];
-  return select(lo, (lo >> 16u) | (hi << 16u), (o & 2u) != 0u);
-}
-
-fn f16_at(o: u32) -> f32 {
-  return unpack2x16float(w[o >> 2u] >> ((o & 2u) * 8u)).x;
-}
-
-fn nib4(v: u32, s: u32) -> vec4<f32> {
-  return vec4<f32>(f32((v >> s) & 15u), f32((v >> (s + 8u)) & 15u),
-                   f32((v >> (s + 16u)) & 15u), f32((v >> (s + 24u)) & 15u));
-}
+//! include blocks/halfwords
+//! include blocks/nibbles
 
 // 2-bit fields at bit b of each byte of v, times 16.
 fn hb4(v: u32, b: u32) -> vec4<f32> {

@@ -7,16 +7,7 @@
 const WB: u32 = 1u;
 const BB: u32 = 34u;
 
-fn u32_at(o: u32) -> u32 {  // 4 bytes at an even byte offset
-  let i = o >> 2u;
-  let lo = w[i];
-  let hi = w[i + 1u];
-  return select(lo, (lo >> 16u) | (hi << 16u), (o & 2u) != 0u);
-}
-
-fn f16_at(o: u32) -> f32 {
-  return unpack2x16float(w[o >> 2u] >> ((o & 2u) * 8u)).x;
-}
+//! include blocks/halfwords
 
 fn ub4(v: u32) -> vec4<f32> {
   return vec4<f32>(f32(v & 255u), f32((v >> 8u) & 255u), f32((v >> 16u) & 255u), f32(v >> 24u));

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from piegpu import channel_layout
-from piegpu.model.shaders import binding_kinds, compose, shader_root
+from piegpu.model.shaders import binding_kinds, compose, includes, shader_root
 from tests.browser.model_capture import with_every_snippet
 
 
@@ -67,6 +67,8 @@ def test_every_shader_file_is_covered(specialisations):
     for _, name, _, snippets, src in specialisations:
         used.add(name)
         used |= set(snippets.values())
+        for part in [name, *snippets.values()]:
+            used |= includes(part)  # shaders/blocks/: helpers the snippets include
         if "fn attend_0(" in src:  # attention.wgsl inlines attend.wgsl per sequence (model/kernels.py seq_code)
             used.add("attend")
     missing = all_shader_files() - used
