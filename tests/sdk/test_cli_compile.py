@@ -3,8 +3,6 @@ language, the same device code and hash as the Python function."""
 
 from __future__ import annotations
 
-import pytest
-
 from piegpu.cli import main
 from tests.sdk.foreign import rust_example
 from tests.sdk.make_corpus import ROOT

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from piegpu import eta
-from tests.sdk.foreign import rust_example
+from tests.sdk.foreign import assert_mutations_rejected, assert_runs_like_python, rust_example
 from tests.sdk.programs import PROGRAMS
-from tests.sdk.test_js_containers import _decode_or_reject, _run, _same
 
 
 @pytest.fixture(scope="module")
@@ -29,29 +27,11 @@ def test_cargo_traces_every_corpus_program(rust_made):
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_rust_container_decodes_and_runs_like_the_python_trace(rust_made, name):
-    py = PROGRAMS[name]()
-    rs = eta.Program.from_bytes(rust_made[name])
-    assert rs.to_bytes() == py.to_bytes() and rs.hash == py.hash
-    assert rs.channel_names == py.channel_names and rs.channels == py.channels
-    (out_rs, puts_rs), (out_py, puts_py) = _run(rs, 3), _run(py, 3)
-    assert len(out_rs) == len(out_py) == len(py.outputs)
-    assert all(_same(a, b) for a, b in zip(out_rs, out_py))
-    assert [(s, q) for s, q, _ in puts_rs] == [(s, q) for s, q, _ in puts_py]
+    assert_runs_like_python(rust_made[name], PROGRAMS[name](), seeds=(3,))
 
 
 def test_mutations_of_rust_made_containers_are_rejected(rust_made):
-    r = np.random.default_rng(61)
-    for name, data in rust_made.items():
-        cuts = range(len(data)) if len(data) <= 1024 else r.integers(0, len(data), 100)
-        for n in cuts:
-            assert _decode_or_reject(data[:int(n)]) is None, f"{name}: a {n}-byte prefix decoded"
-        for _ in range(60):
-            b = bytearray(data)
-            b[int(r.integers(0, len(b)))] ^= 1 << int(r.integers(0, 8))
-            _decode_or_reject(bytes(b))  # rejected, or canonical bytes of another valid program
-        assert _decode_or_reject(b"PIEETB" + data[6:]) is None
-        assert _decode_or_reject(data + b"\0") is None
-        assert _decode_or_reject(data[:6] + b"\x01\x00" + data[8:]) is None
+    assert_mutations_rejected(rust_made, seed=61)
 
 
 def test_the_examples_of_all_three_languages_are_one_program():
