@@ -199,7 +199,7 @@ class Generation:
             self.stats.prefill_s = time.perf_counter() - t0
             return
         if self.constraint is not None:  # a depth-1 loop: the host writes each step's mask (inferlets/grammar.py)
-            from .inferlets.grammar import constrained_pieces
+            from .inferlets.grammar_loop import constrained_pieces
             self.stats.prefill_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             async for piece in constrained_pieces(self, sess):
