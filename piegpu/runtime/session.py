@@ -51,6 +51,16 @@ class Prefiller:
         return fwd, ch
 
 
+def shared_prefix(a, b) -> int:
+    """How many leading tokens the sequences a and b have in common."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 async def prefill_together(pipe, parts: list) -> None:
     """Prefill several sessions in one pass: parts = [(session, ids)], each session's ids appended to its KV.
 
@@ -136,12 +146,7 @@ class Session:
         Tokens of unknown identity (the working set was extended outside this session) match nothing.
         """
         self.sync()
-        keep = 0
-        for a, b in zip(self.tokens, list(ids)[:-1]):
-            if a != b:
-                break
-            keep += 1
-        return keep
+        return shared_prefix(self.tokens, list(ids)[:-1])
 
     def truncate(self, n: int) -> None:
         """Keep the first n tokens of the working set (device and host views); a pending token is dropped."""

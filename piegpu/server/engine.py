@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..runtime.batch import Batch
-from ..runtime.session import PREFILL_CHUNKS, prefill_together
+from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
 from ..samplers.rows import RowParams, RowSampling, RowState
 from .prefix_cache import PrefixCache
 from .text import TextStream, TokenText
@@ -314,11 +314,7 @@ class Engine:
                 break
             if other.session is None or other.cancelled:
                 continue
-            n = 0
-            for a, b in zip(other.prompt_ids[:-1], want):
-                if a != b:
-                    break
-                n += 1
+            n = shared_prefix(other.prompt_ids[:-1], want)
             if n > best_n:
                 best, best_n = other, n
         return (best, best_n) if best_n >= SHARE_MIN else (None, 0)

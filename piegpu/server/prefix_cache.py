@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..runtime.session import shared_prefix
+
 
 class PrefixCache:
     """An LRU of sessions (working sets holding a token sequence), bounded in tokens and in entries.
@@ -37,7 +39,7 @@ class PrefixCache:
         want = ids[:-1]
         best, best_n = None, 0
         for key, (tokens, sess) in self._entries.items():
-            n = _common(tokens, want)
+            n = shared_prefix(tokens, want)
             if n > best_n:
                 best, best_n = key, n
         return best, best_n
@@ -82,12 +84,3 @@ class PrefixCache:
     def clear(self) -> None:
         """Drop every entry (their working sets are freed with the last reference)."""
         self._entries.clear()
-
-
-def _common(a: tuple, b: list) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
