@@ -93,14 +93,19 @@ def _top_k_rounds(p, nid: int, k: int) -> None:
     finish(p, kb, wg, rows, shared, comment=f"top_k k={k} by rounds n={n}")
 
 
-def _bitonic(p, nid: int, k: int) -> None:
+def _sort_shape(p, nid: int) -> tuple:
+    """(node, its input, row length n, rows, n padded to a power of two, log2 of it) of a sort node."""
     node = node_of(p, nid)
     x, n, rows = rows_of(p, nid)
-    dt = x.type.dtype
     size = 1
     while size < n:
         size *= 2
-    log = size.bit_length() - 1
+    return node, x, n, rows, size, size.bit_length() - 1
+
+
+def _bitonic(p, nid: int, k: int) -> None:
+    node, x, n, rows, size, log = _sort_shape(p, nid)
+    dt = x.type.dtype
     keys = p.alloc(rows * size)
     idxs = p.alloc(rows * size)
     steps = log * (log + 1) // 2
@@ -189,13 +194,8 @@ def _bitonic_dispatches(p, nid: int, k: int) -> None:
     chunks of the local kernels never cross a row, and a block's direction is its flat index
     masked to those bits (the last stage, blocks of `size`, sorts every row descending).
     """
-    node = node_of(p, nid)
-    x, n, rows = rows_of(p, nid)
+    node, x, n, rows, size, log = _sort_shape(p, nid)
     dt = x.type.dtype
-    size = 1
-    while size < n:
-        size *= 2
-    log = size.bit_length() - 1
     in_row = ir.u32(size - 1)
     keys = p.alloc(rows * size)
     idxs = p.alloc(rows * size)

@@ -192,7 +192,7 @@ def test_shared_block_helpers_are_included_once_per_snippet():
     """Format snippets take their shared helpers from shaders/blocks/ through `//! include` lines."""
     from piegpu.model.shaders import includes, shader_source
     for fmt, want in (("q4_0", {"blocks/halfwords", "blocks/nibbles"}), ("q5_1", {"blocks/nibbles", "blocks/qh_bits"}),
-                      ("q5_k", {"blocks/nibbles", "blocks/k_scales"}), ("q8_0", {"blocks/halfwords"})):
+                      ("q5_k", {"blocks/nibbles", "blocks/k_scales", "blocks/k_block"}), ("q8_0", {"blocks/halfwords"})):
         src = shader_source(f"formats/{fmt}")
         assert includes(f"formats/{fmt}") == want and "//! include" not in src
         for fn in ("fn u32_at(", "fn nib4(", "fn hi4(", "fn sub_dm("):
