@@ -1,6 +1,6 @@
 """Where a decode pass of the default model spends its device time, by kernel role.
 
-    python benchmarks/kernels.py [--context 100] [--batch B] [--json]
+    python benchmarks/kernels.py [--context 100] [--batch B | --prefill T] [--json]
 
 Each role's dispatches (e.g. the 30 QKV matvecs) are replayed on their own, three times
 in one command buffer, and timed; the sum is close to the whole pass. Roles: embed,
@@ -8,7 +8,8 @@ qkv (RMSNorm folded in, RoPE + KV write as epilogue), attention, o (o-proj + res
 gu (gate/up with RMSNorm and SwiGLU), down (down-proj + residual), lm (final norm +
 logits). The weight format of each matrix is printed with it. With --batch B: a batched
 decode pass of B sequences (one token each): token-parallel matvecs over B tokens, RoPE +
-KV write (rope_kv) and attention per sequence.
+KV write (rope_kv) and attention per sequence. With --prefill T: one pass of a T-token prompt
+after the context (token-tile matmuls, attention over the prompt's tokens).
 """
 
 import argparse
@@ -42,16 +43,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--context", type=int, default=100, help="tokens already in the KV cache")
     ap.add_argument("--batch", type=int, default=1, help="sequences in the decode pass")
+    ap.add_argument("--prefill", type=int, default=0, help="tokens of one prompt pass (instead of decode)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     model = load_model(verbose=False)
     g = model.gpu
     context = [(7 * i) % 1000 + 100 for i in range(args.context)]
-    wss = [model.working_set(args.context + 8) for _ in range(args.batch)]
+    n = 1 if args.prefill else args.batch
+    wss = [model.working_set(args.context + args.prefill + 8) for _ in range(n)]
     for ws in wss:
-        g.forward(ws, context)
-    tokens = g.token_buffer([42] * args.batch)
-    if args.batch == 1:
+        if context:
+            g.forward(ws, context)
+    tokens = g.token_buffer([42] * (args.prefill or args.batch))
+    if args.prefill:
+        logits, plan = g.dispatch_plan(wss[0], args.prefill, tokens)
+        plan = [e for e in plan if e[3] != "advance"]
+    elif args.batch == 1:
         logits, plan = g.dispatch_plan(wss[0], 1, tokens, (0, 1))
     else:
         logits, plan = g.batch_plan([(ws, i, 1) for i, ws in enumerate(wss)], tokens, [(i, 1) for i in range(args.batch)])
@@ -69,7 +76,8 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     total = rows["total"]["ms"]
-    print(f"decode pass of {args.batch} sequence(s) at context {args.context}: {total:.1f} ms, {len(plan)} dispatches")
+    what = f"prefill pass of {args.prefill} tokens" if args.prefill else f"decode pass of {args.batch} sequence(s)"
+    print(f"{what} at context {args.context}: {total:.1f} ms, {len(plan)} dispatches")
     for role, r in rows.items():
         if role != "total":
             print(f"  {role:10s} {r['dispatches']:4d} dispatches  {r['ms']:6.2f} ms  {100 * r['ms'] / total:5.1f}%  "

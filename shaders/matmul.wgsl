@@ -2,15 +2,14 @@
 // an R x TB tile -- R rows of W for TB tokens at a time -- in named registers: the tile
 // code (TILE below) is unrolled by piegpu/model/kernels.py (tile_code), because lavapipe
 // keeps loop-indexed arrays in memory (the looped kernel this replaces was 2.3x slower
-// at 64 tokens of a Q4_1 gate/up matrix). For each 32-weight block, every row's raw
-// values are decoded once (block_q) and used for all TB tokens, and the scale and min
-// factor out of the dot product: sum_j (d q_j + m) x_j = d sum_j q_j x_j + m sum_j x_j.
+// at 64 tokens of a Q4_1 gate/up matrix). For each 32-weight block, every row's values
+// are decoded once (block_q, block_dm: d q + m) and used for all TB tokens.
 // X (normalized by rmsnorm.wgsl where the layer needs it) comes through a uniform
-// binding: on CPU adapters a uniform load is one scalar shared by all lanes. The
+// binding (lavapipe gathers it lane by lane at a computed index; see tile_code). The
 // group's size and first token come from a uniform, so one kernel serves every length;
 // x is bound as a window of a full group from the group's first token.
 @group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<uniform> x: array<vec4<f32>, {{XV4}}>;
+@group(0) @binding(1) {{X_BINDING}}
 @group(0) @binding(2) var<uniform> group: vec4<u32>;  // (tokens in this group, its first token, -, -)
 
 const R: u32 = {{R}}u;        // rows per invocation
@@ -22,10 +21,12 @@ const NB: u32 = {{NB}}u;      // 32-weight blocks per row
 
 {{EPILOGUE}}
 
+// Invocations past the chunk's rows run to the end on its last R rows and store nothing: the
+// subgroup form of the tile needs every lane of a subgroup active.
 @compute @workgroup_size({{WG}})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let r0 = gid.x * R;
-  if (r0 >= ROWS) { return; }
+fn main(@builtin(global_invocation_id) gid: vec3<u32>{{LANE}}) {
+  let live = gid.x * R < ROWS;
+  let r0 = min(gid.x * R, ROWS - R);
   let T = group.x;
   let TOK0 = group.y;
   for (var t0 = 0u; t0 < T; t0 += {{TB}}u) {

@@ -19,7 +19,7 @@ from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix
 
-TILE_TOKENS = 8  # tokens per matmul tile (Q4_1 gate/up at 64 tokens: unrolled 8x8 tiles 2.9x faster than the looped kernel)
+TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
 TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8 vs 4: 7.1 vs 9.2 ms, Q4_1 gate/up, T=64)
 
@@ -51,12 +51,16 @@ def seq_code(G: int, kind: str) -> dict:
 
 
 @lru_cache(maxsize=None)
-def tile_code(R: int, TB: int) -> str:
+def tile_code(R: int, TB: int, lanes: int = 0) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
-    Per 32-weight block: every row's 8 raw vec4s and (d, m) once, every token's 8 x vec4s
-    and their sum once, then R x TB dot products. Tokens past the group's end read its last
-    token (clamped) and are not stored.
+    Per 32-weight block: every row's 8 vec4s decoded to f32 once (d q + m), every token's 8 x
+    vec4s, then R x TB dot products. Tokens past the group's end read its last token (clamped)
+    and are not stored. lanes > 0 (a subgroup of at least that many lanes, all active): lane l
+    loads only vec4 l % 8 of a token's block and subgroupBroadcast hands the 8 vec4s to every
+    lane. On lavapipe a uniform-binding load at a computed index is a gather of every lane's
+    address and a broadcast is far cheaper: the default model's Q4_1 gate/up at 128 tokens took
+    0.62x the time of the 8-load form, its Q8_0 logits 0.72x (benchmarks/kernels.py --prefill).
     """
     out = []
     add = out.append
@@ -70,21 +74,33 @@ def tile_code(R: int, TB: int) -> str:
         add(f"  let wb{rr} = (r0 + {rr}u) * (NB * WB) + b * WB;")
         add(f"  let dm{rr} = block_dm(wb{rr});")
         for j in range(8):
-            add(f"  let q{rr}_{j} = block_q(wb{rr}, {j}u);")
+            add(f"  let q{rr}_{j} = dm{rr}.x * block_q(wb{rr}, {j}u) + dm{rr}.y;")
     for tt in range(TB):
+        if lanes:
+            add(f"  let xl{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
         for j in range(8):
-            add(f"  let x{tt}_{j} = x[xo{tt} + b * 8u + {j}u];")
-        add(f"  let xv{tt} = " + " + ".join(f"x{tt}_{j}" for j in range(8)) + ";")
-        add(f"  let xs{tt} = xv{tt}.x + xv{tt}.y + xv{tt}.z + xv{tt}.w;")
+            add(f"  let x{tt}_{j} = " + (f"subgroupBroadcast(xl{tt}, {j}u);" if lanes else f"x[xo{tt} + b * 8u + {j}u];"))
         for rr in range(R):
             add(f"  let s{rr}_{tt} = " + " + ".join(f"q{rr}_{j} * x{tt}_{j}" for j in range(8)) + ";")
-            add(f"  a{rr}_{tt} += dm{rr}.x * (s{rr}_{tt}.x + s{rr}_{tt}.y + s{rr}_{tt}.z + s{rr}_{tt}.w)"
-                f" + dm{rr}.y * xs{tt};")
+            add(f"  a{rr}_{tt} += s{rr}_{tt}.x + s{rr}_{tt}.y + s{rr}_{tt}.z + s{rr}_{tt}.w;")
     add("}")
     for tt in range(TB):
         accs = ", ".join(f"a{rr}_{tt}" for rr in range(R))
-        add(f"if (t0 + {tt}u < T) {{ epilogue(TOK0 + t0 + {tt}u, ROW0 + r0, array<f32, R>({accs})); }}")
+        add(f"if (live && t0 + {tt}u < T) {{ epilogue(TOK0 + t0 + {tt}u, ROW0 + r0, array<f32, R>({accs})); }}")
     return "\n".join("    " + line for line in out)
+
+
+def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None) -> dict:
+    """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's
+    binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token."""
+    x = f"var<uniform> x: array<vec4<f32>, {x_vec4s}>;" if x_vec4s else "var<storage, read> x: array<vec4<f32>>;"
+    return {"TILE": tile_code(R, TB, lanes), "TB": TB, "X_BINDING": x,
+            "LANE": ", @builtin(subgroup_invocation_id) lane: u32" if lanes else ""}
+
+
+def tile_tokens(tokens: int, per: int) -> int:
+    """Tokens per matmul tile: 16 where the group holds that many, else 8, and 4 for few tokens."""
+    return next((tb for tb in TILE_TOKENS if tokens > tb // 2 and per >= tb), TILE_TOKENS[-1])
 
 
 class Kernels:
@@ -248,9 +264,17 @@ class Kernels:
             groups, per = [(0, 1)], 1
         else:
             per = gpu.max_uniform // row_bytes  # tokens whose x fits one uniform binding
-            per = per if per < TILE_TOKENS else per - per % TILE_TOKENS  # whole tiles: no computed-and-dropped tokens
+            # x through a storage binding (all tokens, one group) when a uniform one holds less than
+            # a full tile: down-proj (1536 columns, 10 tokens) at 128 tokens took 0.77x the time that
+            # way with 16-token tiles, gate/up (576 columns) 1.08x, so it keeps the uniform windows
+            x_storage = per < TILE_TOKENS[0] and tokens > per
+            if x_storage:
+                per = tokens
+            tb = tile_tokens(tokens, per)
+            if not x_storage:  # whole tiles in every group but the last: no computed-and-dropped tokens
+                per = per if per < tb else per - per % tb
             align = gpu.dev.limits.get("min-uniform-buffer-offset-alignment", 256)
-            while per > 1 and (per * row_bytes) % align:  # group offsets must be aligned bindings
+            while per > 1 and (per * row_bytes) % align and not x_storage:  # group offsets must be aligned bindings
                 per -= 1
             groups = [(t0, min(per, tokens - t0)) for t0 in range(0, tokens, per)]
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
@@ -267,8 +291,8 @@ class Kernels:
                     bufs[2] = (norm if norm is not None else gpu.zeros(m.cols), 0, row_bytes)  # unused without NORM
                 else:
                     name = "matmul"
-                    tb = TILE_TOKENS if tokens > TILE_TOKENS // 2 else TILE_TOKENS // 2  # few tokens: half tiles
-                    params.update(TB=tb, XV4=per * m.cols // 4, TILE=tile_code(R, tb))
+                    xv4 = None if x_storage else per * m.cols // 4
+                    params.update(matmul_params(R, tb, gpu.dev.subgroup_lanes, xv4))
                     bufs[2] = gpu.params(tn, t0)
                 k = gpu.lib.kernel(name, params, snippets)
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)

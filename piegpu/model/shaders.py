@@ -84,6 +84,19 @@ def compose(name: str, params: dict, snippets: dict | None = None) -> str:
     return text
 
 
+_SUBGROUP = re.compile(r"\bsubgroup\w*\s*\(|\bsubgroup_invocation_id\b")
+
+
+def standard_wgsl(src: str) -> str:
+    """src as standard WGSL for Tint (browsers): `enable subgroups;` first where it uses subgroups.
+
+    The WGSL spec needs that directive before any subgroup builtin; naga in wgpu-native 0.32
+    rejects it ("not yet implemented") and takes subgroup builtins without it, so the runtime
+    composes without and this adds it for other compilers.
+    """
+    return "enable subgroups;\n" + src if _SUBGROUP.search(src) else src
+
+
 def binding_kinds(src: str) -> list:
     """[(binding index, 'uniform' | 'storage-read' | 'storage-rw')] declared in a WGSL source."""
     out = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass
 
@@ -43,6 +44,18 @@ class Device:
     def is_cpu(self) -> bool:
         """True on CPU adapters such as lavapipe."""
         return self.adapter_type.lower() == "cpu" or "llvmpipe" in self.name.lower()
+
+    @property
+    def subgroup_lanes(self) -> int:
+        """Lanes of lavapipe's subgroups when the subgroup feature is on and they are 8 or more, else 0.
+
+        llvmpipe names its vector width ("llvmpipe (LLVM 15.0.6, 256 bits)"): a subgroup is that
+        many 32-bit lanes. The prefill matmul shares x through subgroup broadcasts there
+        (model/kernels.py tile_code); other adapters keep the plain form.
+        """
+        m = re.search(r"llvmpipe.*?(\d+) bits", self.name)
+        lanes = int(m.group(1)) // 32 if m else 0
+        return lanes if "subgroup" in self.features and lanes >= 8 else 0
 
 
 _device: Device | None = None

@@ -119,6 +119,11 @@ class Browser:
         """The WebGPU device's limits (camelCase names)."""
         return self.info["limits"]
 
+    @property
+    def subgroup_lanes(self) -> int:
+        """Lanes of the WebGPU device's subgroups (SwiftShader: 4), 0 without the subgroups feature."""
+        return (self.info.get("subgroupMinSize") or 0) if "subgroups" in self.info["features"] else 0
+
     def _call(self, fn: str, items: list) -> list:
         results = []
         for i in range(0, len(items), BATCH):

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from piegpu.model import shaders
-from piegpu.model.shaders import binding_kinds, compose
+from piegpu.model.kernels import matmul_params
+from piegpu.model.shaders import binding_kinds, compose, standard_wgsl
 from piegpu.runtime import dispatch
 from piegpu.runtime.device import get_device
 
@@ -45,7 +46,7 @@ class Replay:
         return out
 
 
-def capture_passes(load_model, prompt: str) -> Replay:
+def capture_passes(load_model, prompt: str, lanes: int) -> Replay:
     """Load a model; prefill the prompt but its last token, then decode that token; all of it recorded."""
     dev = get_device().device
     device_cls, queue_cls = type(dev), type(dev.queue)
@@ -96,10 +97,20 @@ def capture_passes(load_model, prompt: str) -> Replay:
             ws = model.working_set(len(ids) + 1)
             n = len(ids) - 1
             logits = [model.gpu.forward(ws, ids[:-1], readout=(0, n)), model.gpu.forward(ws, ids[-1:])]
-            return _replay_of(created, kernels, calls, [np.asarray(x, np.float32) for x in logits])
+            return _replay_of(created, kernels, calls, [np.asarray(x, np.float32) for x in logits], lanes)
 
 
-def _replay_of(created: dict, kernels: dict, calls: list, logits: list) -> Replay:
+def for_lanes(name: str, params: dict, lanes: int) -> dict:
+    """A recorded specialisation as a device with `lanes`-wide subgroups runs it: a matmul recorded
+    with lavapipe's 8-lane subgroup broadcasts (model/kernels.py tile_code) takes its plain form
+    where subgroups are narrower (SwiftShader's have 4 lanes)."""
+    if name != "matmul" or not params.get("LANE") or lanes >= 8:
+        return params
+    plain = matmul_params(params["R"], params["TB"], 0, None)
+    return {**params, "TILE": plain["TILE"], "LANE": plain["LANE"]}
+
+
+def _replay_of(created: dict, kernels: dict, calls: list, logits: list, lanes: int) -> Replay:
     r = Replay(logits=logits)
     buffer_index: dict = {}
     shader_index: dict = {}
@@ -107,7 +118,7 @@ def _replay_of(created: dict, kernels: dict, calls: list, logits: list) -> Repla
     assert len(lm) == len(logits), f"expected {len(logits)} logits matvecs (one per pass), saw {len(lm)}"
     for k, bufs, groups, role in calls:
         name, params, snippets = kernels[id(k)]
-        src = compose(name, params, snippets)
+        src = standard_wgsl(compose(name, for_lanes(name, params, lanes), snippets))
         if src not in shader_index:
             shader_index[src] = len(r.shaders)
             r.shaders.append({"label": k.label, "code": src, "entry_points": ["main"], "bindings": binding_kinds(src)})

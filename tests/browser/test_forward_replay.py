@@ -21,7 +21,7 @@ def replayed(browser, gpu):
     """(the recorded passes, Chromium's logits of each pass)."""
     from piegpu.loaded import load_model
     try:
-        rec = capture_passes(lambda: load_model(verbose=False), PROMPT)
+        rec = capture_passes(lambda: load_model(verbose=False), PROMPT, browser.subgroup_lanes)
     except ModelError as e:
         pytest.skip(f"default model unavailable: {e}")
     spec = {"buffers": rec.write_files(browser.data / "passes"), "shaders": rec.shaders,

@@ -16,7 +16,7 @@ import pytest
 
 from piegpu import channel_layout
 from piegpu.model.gpu_weights import GGML_FORMATS, GpuMatrix, dequantize, pack_ggml, upload
-from piegpu.model.kernels import tile_code
+from piegpu.model.kernels import matmul_params
 from piegpu.model.shaders import ShaderLibrary
 
 # f16 fields of each block type: byte offsets of the scales and mins (the rest is random bits)
@@ -102,19 +102,25 @@ def device_matvec(gpu, m: GpuMatrix, x: np.ndarray) -> np.ndarray:
     return _read(dev, out, m.rows)
 
 
-def device_matmul(gpu, m: GpuMatrix, X: np.ndarray) -> np.ndarray:
-    """X W^T for T tokens through matmul.wgsl (the prefill tile of model/kernels.py)."""
+def device_matmul(gpu, m: GpuMatrix, X: np.ndarray, R: int = 4, TB: int = 8, lanes: int = 0,
+                  x_storage: bool = False) -> np.ndarray:
+    """X W^T for T tokens through matmul.wgsl (the prefill tile of model/kernels.py), R x TB tiles.
+
+    lanes > 0: the subgroup form (x shared by broadcasts); 64 rows at R = 8 leave half of the
+    workgroup past the rows (those lanes compute and store nothing). x_storage: x through a
+    storage binding instead of a uniform one.
+    """
     dev = gpu.device
     lib = ShaderLibrary(dev)
     T = X.shape[0]
     out = _out(dev, T * m.rows)
-    xb = _data(dev, X.astype(np.float32), True)
+    xb = _data(dev, X.astype(np.float32), not x_storage)
     group = _data(dev, np.array([T, 0, 0, 0], np.uint32), True)
     for buf, row0, nrows, fmt in m.chunks:
-        params = {"R": 4, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "TB": 8,
-                  "XV4": T * m.cols // 4, "TILE": tile_code(4, 8), "OUT_STRIDE": m.rows}
+        params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16,
+                  "OUT_STRIDE": m.rows, **matmul_params(R, TB, lanes, None if x_storage else T * m.cols // 4)}
         k = lib.kernel("matmul", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
-        _run(dev, k, {0: buf, 1: xb, 2: group, 3: out}, ceil(nrows / 4 / 16))
+        _run(dev, k, {0: buf, 1: xb, 2: group, 3: out}, ceil(nrows / R / 16))
     return _read(dev, out, T * m.rows).reshape(T, m.rows)
 
 
@@ -152,13 +158,19 @@ def test_device_matvec_and_matmul_match_numpy(gpu, gtype):
     m = upload(gpu.device, pack_ggml(gtype, data, cols, gtype), 1 << 20, gtype)
     x = rng.standard_normal(cols).astype(np.float32)
     X = rng.standard_normal((11, cols)).astype(np.float32)  # 11 tokens: one full tile and a partial one
-    for got, want, absw in ((device_matvec(gpu, m, x), W.astype(np.float64) @ x, np.abs(W) @ np.abs(x)),
-                            (device_matmul(gpu, m, X), X.astype(np.float64) @ W.T.astype(np.float64),
-                             np.abs(X) @ np.abs(W).T)):
+    XW, absXW = X.astype(np.float64) @ W.T.astype(np.float64), np.abs(X) @ np.abs(W).T
+    lanes = gpu.subgroup_lanes  # the subgroup form where the adapter runs it (lavapipe), else the plain one again
+    cases = [("matvec", device_matvec(gpu, m, x), W.astype(np.float64) @ x, np.abs(W) @ np.abs(x)),
+             ("matmul 4x8", device_matmul(gpu, m, X), XW, absXW),
+             ("matmul 8x16 subgroup", device_matmul(gpu, m, X, 8, 16, lanes), XW, absXW),
+             ("matmul 4x4 subgroup", device_matmul(gpu, m, X, 4, 4, lanes), XW, absXW),
+             ("matmul 8x16 subgroup, x in storage", device_matmul(gpu, m, X, 8, 16, lanes, True), XW, absXW)]
+    for what, got, want, absw in cases:
         # f32 sums of `cols` products: error bound ~ cols * eps * sum |w x| (a loose, data-scaled bound)
         tol = 4 * cols * np.finfo(np.float32).eps * absw + 1e-30
         err = np.abs(got - want)
-        assert (err <= tol).all(), f"{gtype}: worst error {err.max():.3g} (bound there {tol.flat[err.argmax()]:.3g})"
+        assert (err <= tol).all(), (f"{gtype} {what}: worst error {err.max():.3g} "
+                                    f"(bound there {tol.flat[err.argmax()]:.3g})")
 
 
 def test_mixed_formats_stay_in_parts(gpu):

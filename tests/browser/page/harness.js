@@ -27,14 +27,17 @@ const harness = (() => {
     for (const name of limitNames) {
       if (adapter.limits[name] !== undefined) requiredLimits[name] = adapter.limits[name];
     }
-    device = await adapter.requestDevice({requiredLimits});
+    // Subgroups where the adapter has them: the matmul specialisations recorded on lavapipe use them.
+    const requiredFeatures = adapter.features.has("subgroups") ? ["subgroups"] : [];
+    device = await adapter.requestDevice({requiredLimits, requiredFeatures});
     device.lost.then((info) => stray.push(`device lost (${info.reason}): ${info.message}`));
     device.addEventListener("uncapturederror", (e) => stray.push(`uncaptured: ${e.error.message}`));
     const limits = {};
     for (const key in device.limits) limits[key] = device.limits[key];
     const info = adapter.info || {};
     return {vendor: info.vendor, architecture: info.architecture, device: info.device,
-            description: info.description, features: [...adapter.features], limits};
+            description: info.description, features: [...adapter.features], limits,
+            subgroupMinSize: info.subgroupMinSize, subgroupMaxSize: info.subgroupMaxSize};
   }
 
   function needDevice() {
