@@ -12,10 +12,10 @@ const BB: u32 = 18u;  // bytes per block
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
              x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
   let o = wb * BB;
-  let v0 = u32_at(o + 2u);
-  let v1 = u32_at(o + 6u);
-  let v2 = u32_at(o + 10u);
-  let v3 = u32_at(o + 14u);
+  let v0 = u32_at_k(o + 2u, 0u);
+  let v1 = u32_at_k(o + 2u, 1u);
+  let v2 = u32_at_k(o + 2u, 2u);
+  let v3 = u32_at_k(o + 2u, 3u);
   let s = nib4(v0, 0u) * x0 + nib4(v1, 0u) * x1 + nib4(v2, 0u) * x2 + nib4(v3, 0u) * x3
         + nib4(v0, 4u) * x4 + nib4(v1, 4u) * x5 + nib4(v2, 4u) * x6 + nib4(v3, 4u) * x7;
   return f16_at(o) * ((s.x + s.y + s.z + s.w) - 8.0 * xsum);
@@ -26,7 +26,7 @@ fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
   let d = f16_at(o);
   var out = array<vec4<f32>, 8>();
   for (var j = 0u; j < 4u; j++) {
-    let v = u32_at(o + 2u + 4u * j);
+    let v = u32_at_k(o + 2u, j);
     out[j] = d * (nib4(v, 0u) - 8.0);
     out[j + 4u] = d * (nib4(v, 4u) - 8.0);
   }
@@ -35,7 +35,7 @@ fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
 
 // The token-tile matmul (matmul.wgsl): raw nibbles of vec4 j, and (d, m) = (d, -8 d).
 fn block_q(wb: u32, j: u32) -> vec4<f32> {
-  return nib4(u32_at(wb * BB + 2u + 4u * (j % 4u)), select(0u, 4u, j >= 4u));
+  return nib4(u32_at_k(wb * BB + 2u, j % 4u), select(0u, 4u, j >= 4u));
 }
 
 fn block_dm(wb: u32) -> vec2<f32> {

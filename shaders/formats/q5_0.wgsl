@@ -12,7 +12,7 @@ const BB: u32 = 22u;
 
 // Raw values q (0..31) of vec4 j of the block at byte o.
 fn q5(o: u32, qh: u32, j: u32) -> vec4<f32> {
-  return nib4(u32_at(o + 6u + 4u * (j % 4u)), select(0u, 4u, j >= 4u)) + hi4(qh, 4u * j);
+  return nib4(u32_at_k(o + 6u, j % 4u), select(0u, 4u, j >= 4u)) + hi4(qh, 4u * j);
 }
 
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,

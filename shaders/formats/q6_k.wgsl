@@ -22,8 +22,8 @@ fn hb4(v: u32, b: u32) -> vec4<f32> {
 fn qv(g: u32, j: u32) -> vec4<f32> {
   let o = (g / 8u) * SB;
   let s = g % 8u;
-  let ql = nib4(u32_at(o + 64u * (s / 4u) + 32u * (s % 2u) + 4u * j), 4u * ((s / 2u) % 2u));
-  return ql + hb4(u32_at(o + 128u + 32u * (s / 4u) + 4u * j), 2u * (s % 4u)) - 32.0;
+  let ql = nib4(u32_at_k(o + 64u * (s / 4u) + 32u * (s % 2u), j), 4u * ((s / 2u) % 2u));
+  return ql + hb4(u32_at_k(o + 128u + 32u * (s / 4u), j), 2u * (s % 4u)) - 32.0;
 }
 
 // d * sc_k for the scale of vec4 j of block g (weights 16 * (j / 4) .. of the sub-block).

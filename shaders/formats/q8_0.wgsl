@@ -19,7 +19,7 @@ fn sb4(v: u32) -> vec4<f32> {
 
 // Bytes 4j .. 4j+3 of the block at byte o, sign bits flipped.
 fn qb(o: u32, j: u32) -> vec4<f32> {
-  return ub4(u32_at(o + 2u + 4u * j) ^ 0x80808080u);
+  return ub4(u32_at_k(o + 2u, j) ^ 0x80808080u);
 }
 
 // Word k of the block's bytes from two loaded neighbours: the block starts mid-word (odd) or
@@ -58,7 +58,7 @@ fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
   let d = f16_at(o);
   var out = array<vec4<f32>, 8>();
   for (var j = 0u; j < 8u; j++) {
-    out[j] = d * sb4(u32_at(o + 2u + 4u * j));
+    out[j] = d * sb4(u32_at_k(o + 2u, j));
   }
   return out;
 }
