@@ -90,6 +90,40 @@ def tile_code(R: int, TB: int, lanes: int = 0) -> str:
     return "\n".join("    " + line for line in out)
 
 
+@lru_cache(maxsize=None)
+def lane_code(HD4: int) -> str:
+    """The unrolled body of attention_lanes.wgsl for heads of HD4 vec4s: q and the accumulators in
+    named registers, each position's K and V rows loaded 8 vec4s a load (lane l: vec4 l of each 8)
+    and broadcast, the online softmax of attend.wgsl per lane, then the store."""
+    loads = (HD4 + 7) // 8
+    out = []
+    add = out.append
+    for i in range(HD4):
+        add(f"let q{i} = q[tok * QR4 + head * HD4 + {i}u] * SCALE;")
+        add(f"var a{i} = vec4<f32>(0.0);")
+    add("for (var p = all.x; p < all.y; p++) {")
+    add("  let base = p * KR4 + kvb;")
+    add("  let live = p >= mine.x && p < mine.y;")
+    for c in range(loads):
+        add(f"  let kl{c} = kc[base + min({8 * c}u + lane, HD4 - 1u)];")
+        add(f"  let vl{c} = vc[base + min({8 * c}u + lane, HD4 - 1u)];")
+    add("  let s4 = " + " + ".join(f"q{i} * subgroupBroadcast(kl{i // 8}, {i % 8}u)" for i in range(HD4)) + ";")
+    add("  let s = s4.x + s4.y + s4.z + s4.w;")
+    add("  let m2 = select(m, max(m, s), live);")
+    add("  let c = exp(m - m2);")
+    add("  let e = select(0.0, exp(s - m2), live);")
+    add("  l = l * c + e;")
+    for i in range(HD4):
+        add(f"  a{i} = a{i} * c + e * subgroupBroadcast(vl{i // 8}, {i % 8}u);")
+    add("  m = m2;")
+    add("}")
+    add("if (t0 + lane <= last) {")
+    for i in range(HD4):
+        add(f"  o[tok * QR4 + head * HD4 + {i}u] = a{i} / l;")
+    add("}")
+    return "\n".join("  " + line for line in out)
+
+
 def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None) -> dict:
     """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's
     binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token."""
@@ -155,7 +189,12 @@ class Kernels:
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
                   "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
                   "WINDOW": window}
-        if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
+        if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.subgroup_lanes:  # 8 tokens of a head share K/V loads
+            k = self.gpu.lib.kernel("attention_lanes", {**params, "LANES": lane_code(c.head_dim // 4)})
+            self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
+                              (ceil(n / 8), c.num_attention_heads, 1), "attention", self.scope + key + (n, first),
+                              binds)
+        elif n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
             k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
             self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
                               (ceil(n * c.num_attention_heads / 16), 1, 1), "attention", self.scope + key + (n, first),

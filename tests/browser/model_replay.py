@@ -20,10 +20,9 @@ import numpy as np
 import pytest
 
 from piegpu.model import shaders
-from piegpu.model.kernels import matmul_params
 from piegpu.model.shaders import binding_kinds, compose, standard_wgsl
 from piegpu.runtime import dispatch
-from piegpu.runtime.device import get_device
+from piegpu.runtime.device import Device, get_device
 
 
 @dataclass
@@ -47,7 +46,11 @@ class Replay:
 
 
 def capture_passes(load_model, prompt: str, lanes: int) -> Replay:
-    """Load a model; prefill the prompt but its last token, then decode that token; all of it recorded."""
+    """Load a model; prefill the prompt but its last token, then decode that token; all of it recorded.
+
+    lanes: the subgroup width of the replaying device; under 8, the kernels are those lavapipe runs
+    without its subgroup forms (plain matmul tiles, attention_tokens).
+    """
     dev = get_device().device
     device_cls, queue_cls = type(dev), type(dev.queue)
     created: dict = {}  # id -> (buffer, bytearray of its content)
@@ -92,25 +95,17 @@ def capture_passes(load_model, prompt: str, lanes: int) -> Replay:
         mp.setattr(queue_cls, "write_buffer", write_buffer)
         mp.setattr(shaders.ShaderLibrary, "kernel", recording_kernel)
         mp.setattr(dispatch.Recorder, "dispatch", recording_dispatch)
+        if lanes < 8:  # the kernels of a device whose subgroups are narrower than the 8 lanes they share
+            mp.setattr(Device, "subgroup_lanes", property(lambda self: 0))  # (SwiftShader: 4)
         with load_model() as model:
             ids = model.tokenizer.encode(prompt).ids
             ws = model.working_set(len(ids) + 1)
             n = len(ids) - 1
             logits = [model.gpu.forward(ws, ids[:-1], readout=(0, n)), model.gpu.forward(ws, ids[-1:])]
-            return _replay_of(created, kernels, calls, [np.asarray(x, np.float32) for x in logits], lanes)
+            return _replay_of(created, kernels, calls, [np.asarray(x, np.float32) for x in logits])
 
 
-def for_lanes(name: str, params: dict, lanes: int) -> dict:
-    """A recorded specialisation as a device with `lanes`-wide subgroups runs it: a matmul recorded
-    with lavapipe's 8-lane subgroup broadcasts (model/kernels.py tile_code) takes its plain form
-    where subgroups are narrower (SwiftShader's have 4 lanes)."""
-    if name != "matmul" or not params.get("LANE") or lanes >= 8:
-        return params
-    plain = matmul_params(params["R"], params["TB"], 0, None)
-    return {**params, "TILE": plain["TILE"], "LANE": plain["LANE"]}
-
-
-def _replay_of(created: dict, kernels: dict, calls: list, logits: list, lanes: int) -> Replay:
+def _replay_of(created: dict, kernels: dict, calls: list, logits: list) -> Replay:
     r = Replay(logits=logits)
     buffer_index: dict = {}
     shader_index: dict = {}
@@ -118,7 +113,7 @@ def _replay_of(created: dict, kernels: dict, calls: list, logits: list, lanes: i
     assert len(lm) == len(logits), f"expected {len(logits)} logits matvecs (one per pass), saw {len(lm)}"
     for k, bufs, groups, role in calls:
         name, params, snippets = kernels[id(k)]
-        src = standard_wgsl(compose(name, for_lanes(name, params, lanes), snippets))
+        src = standard_wgsl(compose(name, params, snippets))
         if src not in shader_index:
             shader_index[src] = len(r.shaders)
             r.shaders.append({"label": k.label, "code": src, "entry_points": ["main"], "bindings": binding_kinds(src)})
