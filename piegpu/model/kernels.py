@@ -25,11 +25,12 @@ TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8
 
 
 @lru_cache(maxsize=None)
-def seq_code(G: int, kind: str) -> dict:
+def seq_code(G: int, kind: str, HD4: int = 0, HG: int = 1) -> dict:
     """The generated parts of attention.wgsl / rope_kv_seqs.wgsl for G sequences per dispatch.
 
     WGSL cannot index bindings, so each sequence gets its own KV and state bindings and a
-    switch case (the sequence index is uniform per workgroup, so the branch is too).
+    switch case (the sequence index is uniform per workgroup, so the branch is too). kind:
+    "attention", "attention_lanes" (heads of HD4 vec4s, HG query heads a workgroup) or "rope_kv".
     """
     from .shaders import shader_source
     if kind == "attention":
@@ -41,6 +42,13 @@ def seq_code(G: int, kind: str) -> dict:
                for i in range(G)]
         cases = [f"    case {i}u: {{ ml = attend_{i}(&qv, &acc, kv * HD4, lid, min(st{i}[0] + t + 1u, st{i}[1]), WG); }}"
                  for i in range(G)]
+        return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
+    if kind == "attention_lanes":
+        decls = [f"@group(0) @binding({3 + 3 * i}) var<storage, read> kc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({4 + 3 * i}) var<storage, read> vc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({5 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
+        fns = [decode_lane_code(HD4, HG, i) for i in range(G)]
+        cases = [f"    case {i}u: {{ attend_{i}(qo, kvb, t, lane); }}" for i in range(G)]
         return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
     decls = [f"@group(0) @binding({4 + 3 * i}) var<storage, read_write> kc{i}: array<vec2<f32>>;\n"
              f"@group(0) @binding({5 + 3 * i}) var<storage, read_write> vc{i}: array<vec2<f32>>;\n"
@@ -122,6 +130,51 @@ def lane_code(HD4: int) -> str:
         add(f"  o[tok * QR4 + head * HD4 + {i}u] = a{i} / l;")
     add("}")
     return "\n".join("  " + line for line in out)
+
+
+@lru_cache(maxsize=None)
+def decode_lane_code(HD4: int, HG: int, i: int) -> str:
+    """attention_decode_lanes.wgsl's attend_i for sequence i: HG query heads of one KV head, lane l
+    holding vec4s l, l + 8, ... of each head's q and output (zero past the head); per position one
+    load of each K and V vec4 for all HG heads, a subgroupAdd per head, the online softmax of
+    attend.wgsl (uniform over the lanes), then the stores."""
+    parts = range((HD4 + 7) // 8)
+    idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
+    out = [f"fn attend_{i}(qo: u32, kvb: u32, t: u32, lane: u32) {{",
+           f"  let n = min(st{i}[0] + t + 1u, st{i}[1]);",
+           "  let first = select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW);"]
+    add = out.append
+    for h in range(HG):
+        for c in parts:
+            add(f"  let q{h}_{c} = select(vec4<f32>(0.0), q[qo + {h}u * HD4 + {idx[c]}] * SCALE, {8 * c}u + lane < HD4);")
+            add(f"  var a{h}_{c} = vec4<f32>(0.0);")
+        add(f"  var m{h} = LOW;")
+        add(f"  var l{h} = 0.0;")
+    add("  for (var p = first; p < n; p++) {")
+    add("    let base = p * KR4 + kvb;")
+    for c in parts:
+        add(f"    let k{c} = kc{i}[base + {idx[c]}];")
+        add(f"    let v{c} = vc{i}[base + {idx[c]}];")
+    for h in range(HG):
+        add(f"    let s{h} = subgroupAdd(" + " + ".join(f"dot(q{h}_{c}, k{c})" for c in parts) + ");")
+        add(f"    let n{h} = max(m{h}, s{h});")
+        add(f"    let c{h} = exp(m{h} - n{h});")
+        add(f"    let e{h} = exp(s{h} - n{h});")
+        add(f"    l{h} = l{h} * c{h} + e{h};")
+        for c in parts:
+            add(f"    a{h}_{c} = a{h}_{c} * c{h} + e{h} * v{c};")
+        add(f"    m{h} = n{h};")
+    add("  }")
+    for h in range(HG):
+        for c in parts:
+            add(f"  if ({8 * c}u + lane < HD4) {{ o[qo + {h}u * HD4 + {8 * c}u + lane] = a{h}_{c} / l{h}; }}")
+    add("}")
+    return "\n".join(out)
+
+
+def lane_heads(group: int) -> int:
+    """Query heads per workgroup of attention_decode_lanes.wgsl: the most (up to 4) that split a KV head's group."""
+    return max(h for h in range(1, 5) if group % h == 0)
 
 
 def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None) -> dict:
@@ -218,12 +271,20 @@ class Kernels:
         G = len(seqs)
         params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
                   "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
-                  "WG": self.attention_wg(batched=G > 1), "SEQS": G, "WINDOW": window, **seq_code(G, "attention")}
-        k = self.gpu.lib.kernel("attention", params)
+                  "SEQS": G, "WINDOW": window}
+        heads = c.num_attention_heads
+        if self.gpu.dev.subgroup_lanes:  # lanes split the head, no barrier (attention_decode_lanes.wgsl)
+            hg = lane_heads(params["GROUP"])
+            k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg, **seq_code(
+                G, "attention_lanes", c.head_dim // 4, hg)})
+            heads //= hg
+        else:
+            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1),
+                                                  **seq_code(G, "attention")})
         bufs = {0: q, 1: out, 2: self.gpu.params(*[v for *_, first, n in seqs for v in (n, first, 0, 0)])}
         for i, (keys, values, state, _, _) in enumerate(seqs):
             bufs.update({3 + 3 * i: keys, 4 + 3 * i: values, 5 + 3 * i: state})
-        self.rec.dispatch(k, bufs, (c.num_attention_heads, max(n for *_, n in seqs), G), "attention", key, binds)
+        self.rec.dispatch(k, bufs, (heads, max(n for *_, n in seqs), G), "attention", key, binds)
 
     def rope_kv_seqs(self, qkv, q, rope, seqs: list, layer: int) -> None:
         """RoPE + KV write for several sequences [(working set, first token, tokens)] in one dispatch."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from piegpu import channel_layout
+from piegpu.model.kernels import seq_code
 from piegpu.runtime.device import get_device
 from piegpu.model.shaders import binding_kinds, compose, includes, shader_root, standard_wgsl
 from tests.browser.model_capture import with_every_snippet
@@ -16,16 +17,18 @@ def extra(config) -> list:
     """Specialisations the default model's generation paths do not reach, at its dimensions.
 
     advance_accept runs after a pass whose epilogue decides how many tokens stay (speculative
-    decoding, examples/speculative.py); attention_tokens is the prefill attention of CPU adapters
-    without 8-lane subgroups (lavapipe has them and runs attention_lanes); qk_prep is the q/k/v bias (Qwen2) and per-head q/k
+    decoding, examples/speculative.py); attention_tokens and attention are the prefill and decode
+    attention of adapters without 8-lane subgroups (lavapipe has them and runs attention_lanes and
+    attention_decode_lanes); qk_prep is the q/k/v bias (Qwen2) and per-head q/k
     RMSNorm (Qwen3) of other model families.
     """
     qr, kr = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
     out = [("advance_accept", {"N": n, **channel_layout.shader_params()}, {}) for n in (1, 5)]
-    if get_device().subgroup_lanes:  # the prefill attention of CPU adapters without them (else captured)
-            out.append(("attention_tokens", {"HD": config.head_dim, "QR": qr, "KR": kr, "HEADS": config.num_attention_heads,
-                                         "GROUP": config.num_attention_heads // config.num_key_value_heads,
-                                         "SCALE": config.attention_scale, "WINDOW": 0}, {"ATTEND": "attend"}))
+    if get_device().subgroup_lanes:  # the attention of CPU adapters without them (else captured)
+        common = {"HD": config.head_dim, "QR": qr, "KR": kr, "SCALE": config.attention_scale, "WINDOW": 0,
+                  "GROUP": config.num_attention_heads // config.num_key_value_heads}
+        out.append(("attention_tokens", {**common, "HEADS": config.num_attention_heads}, {"ATTEND": "attend"}))
+        out += [("attention", {**common, "WG": 8, "SEQS": G, **seq_code(G, "attention")}, {}) for G in (1, 2)]
     if "qk_prep" in all_shader_files():
         out += [("qk_prep", {"QR": qr, "KR": kr, "HD": config.head_dim, "BIAS": bias, "QK_NORM": norm,
                              "EPS": float(config.rms_norm_eps)}, {})
@@ -85,10 +88,10 @@ def test_every_shader_file_is_covered(specialisations):
 def test_model_specialisations_recorded(model_capture):
     """The capture saw the decode, prefill and batched paths (else coverage would be silently thin)."""
     names = {name for name, _, _ in model_capture.specs}
-    prefill_attention = "attention_lanes" if get_device().subgroup_lanes else "attention_tokens"
-    assert {"embed", "rmsnorm", "matvec_decode", "matmul", "attention", prefill_attention, "rope_kv_seqs",
-            "advance"} <= names, names
-    assert any(p.get("SEQS", 1) > 1 for n, p, _ in model_capture.specs if n == "attention")
+    lanes = get_device().subgroup_lanes
+    prefill, decode = ("attention_lanes", "attention_decode_lanes") if lanes else ("attention_tokens", "attention")
+    assert {"embed", "rmsnorm", "matvec_decode", "matmul", decode, prefill, "rope_kv_seqs", "advance"} <= names, names
+    assert any(p.get("SEQS", 1) > 1 for n, p, _ in model_capture.specs if n == decode)
 
 
 def test_every_specialisation_compiles_in_chromium(specialisations, compiled):

@@ -1,0 +1,39 @@
+// Causal grouped-query attention for the sequences of a decode pass on CPU adapters with
+// subgroups of 8 or more lanes: a workgroup of 8 invocations per (HG query heads of one KV
+// head, token, sequence), its lanes splitting the heads' vec4s (lane l: vec4s l, l + 8, ...)
+// and walking the positions together: each K and V vec4 is loaded once for the HG heads, and
+// a subgroupAdd per head and position gives the score. attention.wgsl splits
+// the positions over its threads instead, so each thread loads all of q and merges its
+// partials through workgroup memory after a barrier: on lavapipe, where a storage load is a
+// loop over the lanes and a barrier switches every invocation, that fixed cost was most of
+// a short context's attention. Per sequence: its own KV bindings (kc{i}, vc{i}, st{i}) and
+// switch case, as attention.wgsl (model/kernels.py seq_code, with the unrolled per-lane code).
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]
+@group(0) @binding(1) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
+@group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, -, -)
+{{KV_BINDINGS}}
+
+const HD4: u32 = {{HD}}u / 4u;
+const QR4: u32 = {{QR}}u / 4u;
+const KR4: u32 = {{KR}}u / 4u;
+const GROUP: u32 = {{GROUP}}u;  // query heads per KV head
+const HG: u32 = {{HG}}u;        // query heads per workgroup (a divisor of GROUP)
+const SCALE: f32 = {{SCALE}};   // 1 / sqrt(HD)
+const WINDOW: u32 = {{WINDOW}}u;  // sliding window in positions; 0: full causal attention
+const LOW: f32 = -3.0e38;       // finite "minus infinity": drivers may assume no inf
+
+{{ATTEND_FNS}}
+
+@compute @workgroup_size(8)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {
+  let head = wid.x * HG;  // the first of this workgroup's heads
+  let t = wid.y;
+  let s = wid.z;
+  if (t >= seqs[s].x) { return; }  // this sequence has fewer tokens than the longest (the whole workgroup)
+  let qo = (seqs[s].y + t) * QR4 + head * HD4;  // this query's vec4s in q and o
+  let kvb = (head / GROUP) * HD4;
+  switch s {
+{{ATTEND_CASES}}
+    default: {}
+  }
+}
