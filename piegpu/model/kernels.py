@@ -30,7 +30,8 @@ def seq_code(G: int, kind: str, HD4: int = 0, HG: int = 1) -> dict:
 
     WGSL cannot index bindings, so each sequence gets its own KV and state bindings and a
     switch case (the sequence index is uniform per workgroup, so the branch is too). kind:
-    "attention", "attention_lanes" (heads of HD4 vec4s, HG query heads a workgroup) or "rope_kv".
+    "attention", "attention_lanes" / "rope_attention_lanes" (heads of HD4 vec4s, HG query heads a
+    workgroup) or "rope_kv".
     """
     from .shaders import shader_source
     if kind == "attention":
@@ -43,12 +44,15 @@ def seq_code(G: int, kind: str, HD4: int = 0, HG: int = 1) -> dict:
         cases = [f"    case {i}u: {{ ml = attend_{i}(&qv, &acc, kv * HD4, lid, min(st{i}[0] + t + 1u, st{i}[1]), WG); }}"
                  for i in range(G)]
         return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
-    if kind == "attention_lanes":
-        decls = [f"@group(0) @binding({3 + 3 * i}) var<storage, read> kc{i}: array<vec4<f32>>;\n"
-                 f"@group(0) @binding({4 + 3 * i}) var<storage, read> vc{i}: array<vec4<f32>>;\n"
-                 f"@group(0) @binding({5 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
-        fns = [decode_lane_code(HD4, HG, i) for i in range(G)]
-        cases = [f"    case {i}u: {{ attend_{i}(qo, kvb, t, lane); }}" for i in range(G)]
+    if kind in ("attention_lanes", "rope_attention_lanes"):
+        rope = kind == "rope_attention_lanes"
+        kv = "read_write" if rope else "read"
+        decls = [f"@group(0) @binding({3 + rope + 3 * i}) var<storage, {kv}> kc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({4 + rope + 3 * i}) var<storage, {kv}> vc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({5 + rope + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
+        fns = [decode_lane_code(HD4, HG, i, rope) for i in range(G)]
+        call = "tok, head, lane" if rope else "qo, kvb, t, lane"
+        cases = [f"    case {i}u: {{ attend_{i}({call}); }}" for i in range(G)]
         return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
     decls = [f"@group(0) @binding({4 + 3 * i}) var<storage, read_write> kc{i}: array<vec2<f32>>;\n"
              f"@group(0) @binding({5 + 3 * i}) var<storage, read_write> vc{i}: array<vec2<f32>>;\n"
@@ -133,43 +137,75 @@ def lane_code(HD4: int) -> str:
 
 
 @lru_cache(maxsize=None)
-def decode_lane_code(HD4: int, HG: int, i: int) -> str:
-    """attention_decode_lanes.wgsl's attend_i for sequence i: HG query heads of one KV head, lane l
-    holding vec4s l, l + 8, ... of each head's q and output (zero past the head); per position one
-    load of each K and V vec4 for all HG heads, a subgroupAdd per head, the online softmax of
-    attend.wgsl (uniform over the lanes), then the stores."""
+def decode_lane_code(HD4: int, HG: int, i: int, rope: bool = False) -> str:
+    """attend_i of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl) for sequence i.
+
+    HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's q and output
+    (zero past the head); per position one load of each K and V vec4 for all HG heads, a
+    subgroupAdd per head, the online softmax of attend.wgsl (uniform over the lanes), then the
+    stores. With rope, q and the token's k come rotated from the QKV rows, k and v go to the cache
+    (from the KV head's first workgroup) and the token's own position is taken from registers.
+    """
     parts = range((HD4 + 7) // 8)
     idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
-    out = [f"fn attend_{i}(qo: u32, kvb: u32, t: u32, lane: u32) {{",
-           f"  let n = min(st{i}[0] + t + 1u, st{i}[1]);",
-           "  let first = select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW);"]
-    add = out.append
+    mine = {c: f"{8 * c}u + lane < HD4" for c in parts}
+    add_lines = []
+    add = add_lines.append
+
+    def update(k: str, v: str, pad: str) -> None:  # the online softmax step of every head for one position
+        for h in range(HG):
+            add(f"{pad}let s{h} = subgroupAdd(" + " + ".join(f"dot(q{h}_{c}, {k.format(c=c)})" for c in parts) + ");")
+            add(f"{pad}let n{h} = max(m{h}, s{h});")
+            add(f"{pad}let c{h} = exp(m{h} - n{h});")
+            add(f"{pad}let e{h} = exp(s{h} - n{h});")
+            add(f"{pad}l{h} = l{h} * c{h} + e{h};")
+            for c in parts:
+                add(f"{pad}a{h}_{c} = a{h}_{c} * c{h} + e{h} * {v.format(c=c)};")
+            add(f"{pad}m{h} = n{h};")
+
+    if rope:
+        add(f"fn attend_{i}(tok: u32, head: u32, lane: u32) {{")
+        add(f"  let pos = min(st{i}[0], st{i}[1] - 1u);  // this token's position (st{i}[1]: the positions)")
+        add("  let n = pos + 1u;")
+        add("  let row = tok * (QR4 + 2u * KR4);")
+        add("  let kvb = (head / GROUP) * HD4;")
+        for c in parts:
+            add(f"  let kn{c} = rot(qkv[row + QR4 + kvb + {idx[c]}], pos, {idx[c]});")
+            add(f"  let vn{c} = qkv[row + QR4 + KR4 + kvb + {idx[c]}];")
+            add(f"  if (head % GROUP == 0u && {mine[c]}) {{")
+            add(f"    kc{i}[pos * KR4 + kvb + {8 * c}u + lane] = kn{c};")
+            add(f"    vc{i}[pos * KR4 + kvb + {8 * c}u + lane] = vn{c};")
+            add("  }")
+        qv = "rot(qkv[row + (head + {h}u) * HD4 + {i}], pos, {i})"
+        qo = "tok * QR4 + head * HD4"
+    else:
+        add(f"fn attend_{i}(qo: u32, kvb: u32, t: u32, lane: u32) {{")
+        add(f"  let n = min(st{i}[0] + t + 1u, st{i}[1]);")
+        qv = "q[qo + {h}u * HD4 + {i}]"
+        qo = "qo"
+    add("  let first = select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW);")
     for h in range(HG):
         for c in parts:
-            add(f"  let q{h}_{c} = select(vec4<f32>(0.0), q[qo + {h}u * HD4 + {idx[c]}] * SCALE, {8 * c}u + lane < HD4);")
+            add(f"  let q{h}_{c} = select(vec4<f32>(0.0), {qv.format(h=h, i=idx[c])} * SCALE, {mine[c]});")
             add(f"  var a{h}_{c} = vec4<f32>(0.0);")
         add(f"  var m{h} = LOW;")
         add(f"  var l{h} = 0.0;")
-    add("  for (var p = first; p < n; p++) {")
+    add(f"  for (var p = first; p < {'pos' if rope else 'n'}; p++) {{")
     add("    let base = p * KR4 + kvb;")
     for c in parts:
         add(f"    let k{c} = kc{i}[base + {idx[c]}];")
         add(f"    let v{c} = vc{i}[base + {idx[c]}];")
-    for h in range(HG):
-        add(f"    let s{h} = subgroupAdd(" + " + ".join(f"dot(q{h}_{c}, k{c})" for c in parts) + ");")
-        add(f"    let n{h} = max(m{h}, s{h});")
-        add(f"    let c{h} = exp(m{h} - n{h});")
-        add(f"    let e{h} = exp(s{h} - n{h});")
-        add(f"    l{h} = l{h} * c{h} + e{h};")
-        for c in parts:
-            add(f"    a{h}_{c} = a{h}_{c} * c{h} + e{h} * v{c};")
-        add(f"    m{h} = n{h};")
+    update("k{c}", "v{c}", "    ")
     add("  }")
+    if rope:
+        add("  {  // the token's own position")
+        update("kn{c}", "vn{c}", "    ")
+        add("  }")
     for h in range(HG):
         for c in parts:
-            add(f"  if ({8 * c}u + lane < HD4) {{ o[qo + {h}u * HD4 + {8 * c}u + lane] = a{h}_{c} / l{h}; }}")
+            add(f"  if ({mine[c]}) {{ o[{qo} + {h}u * HD4 + {8 * c}u + lane] = a{h}_{c} / l{h}; }}")
     add("}")
-    return "\n".join(out)
+    return "\n".join(add_lines)
 
 
 def lane_heads(group: int) -> int:
@@ -298,6 +334,22 @@ class Kernels:
             bufs.update({4 + 3 * i: ws.keys[layer], 5 + 3 * i: ws.values[layer], 6 + 3 * i: ws.state})
         pairs = (qr + 2 * kr) // 2
         self.rec.dispatch(k, bufs, (ceil(max(n for _, _, n in seqs) * pairs / 64), G, 1), "rope_kv")
+
+    def rope_attention_seqs(self, qkv, rope, out, seqs: list, layer: int) -> None:
+        """RoPE + KV write + attention for sequences [(working set, first token, 1)] of one token each,
+        one dispatch (rope_attention_lanes.wgsl; adapters with 8-lane subgroups)."""
+        c = self.config
+        G = len(seqs)
+        group = c.num_attention_heads // c.num_key_value_heads
+        hg = lane_heads(group)
+        params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
+                  "GROUP": group, "HG": hg, "SCALE": c.attention_scale, "SEQS": G, "WINDOW": c.window(layer),
+                  **seq_code(G, "rope_attention_lanes", c.head_dim // 4, hg)}
+        k = self.gpu.lib.kernel("rope_attention_lanes", params)
+        bufs = {0: qkv, 1: out, 2: self.gpu.params(*[v for _, first, n in seqs for v in (n, first, 0, 0)]), 3: rope}
+        for i, (ws, _, _) in enumerate(seqs):
+            bufs.update({4 + 3 * i: ws.keys[layer], 5 + 3 * i: ws.values[layer], 6 + 3 * i: ws.state})
+        self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, G), "attention")
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (before RoPE; `norm` folded in when decoding)."""

@@ -253,3 +253,17 @@ def test_prefill_together_equals_prefilling_each_alone(tiny):
     assert batch.stats.prefill_passes == 0 and all(s.ready for s in seqs)
     run_sync(batch.run())
     assert [s.tokens for s in seqs] == [alone(tiny, p, max_tokens=8) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(6, 1, 16), (8, 2, 48)])
+def test_batched_decode_with_wide_query_groups_matches_reference(gpu, heads, kv_heads, head_dim):
+    """Decode attention takes several query heads of a KV head per workgroup (on lavapipe up to 4, the
+    KV head's first workgroup writing the cache): a group of 6 heads (two workgroups) and heads of 12
+    vec4s (lanes past the head idle), batched and alone, against the numpy reference."""
+    model, ref = tiny_model(tiny_config(heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab=300), seed=5)
+    gens = model.generate_batch(PROMPTS, max_tokens=8)
+    stops = model.config.eos_token_ids
+    for prompt, g in zip(PROMPTS, gens):
+        want = ref.greedy(model.tokenizer.encode(prompt).ids, 8, stop_ids=stops)
+        assert g.tokens == [t for t in want if t not in stops]
+        assert g.tokens == alone(model, prompt, max_tokens=8)
