@@ -107,9 +107,16 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
         k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
         k.gate_up_swiglu(layer.gate_up, s.hn, None, out=s.act, key=(i, "gu"))
         add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
-    # final norm of each sequence's readout rows, gathered in order; logits of all of them
-    row = 0
+    # final norm of each sequence's readout rows, gathered in order (adjacent ones in one dispatch: a
+    # decode pass's are all adjacent); logits of all of them
+    runs: list = []  # [first token row, rows]
     for first, rows in readout:
+        if runs and sum(runs[-1]) == first:
+            runs[-1][1] += rows
+        else:
+            runs.append([first, rows])
+    row = 0
+    for first, rows in runs:
         k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows, row), out_first=row)
         row += rows
     k.logits(w.lm_head, s.hn, None, out=s.logits, rows=row, key=("lm", 0, row))
