@@ -7,7 +7,7 @@
 // partials through workgroup memory after a barrier: on lavapipe, where a storage load is a
 // loop over the lanes and a barrier switches every invocation, that fixed cost was most of
 // a short context's attention. Per sequence: its own KV bindings (kc{i}, vc{i}, st{i}) and
-// switch case, as attention.wgsl (model/kernels.py seq_code, with the unrolled per-lane code).
+// switch case, as attention.wgsl (model/shader_code.py seq_code, with the unrolled per-lane code).
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]
 @group(0) @binding(1) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
 @group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, -, -)

@@ -1,6 +1,6 @@
 // Y = X W^T for a group of T tokens (prefill, batched decode). Each invocation computes
 // an R x TB tile -- R rows of W for TB tokens at a time -- in named registers: the tile
-// code (TILE below) is unrolled by piegpu/model/kernels.py (tile_code), because lavapipe
+// code (TILE below) is unrolled by piegpu/model/shader_code.py (tile_code), because lavapipe
 // keeps loop-indexed arrays in memory (the looped kernel this replaces was 2.3x slower
 // at 64 tokens of a Q4_1 gate/up matrix). For each 32-weight block, every row's values
 // are decoded once (block_q, block_dm: d q + m) and used for all TB tokens.

@@ -8,7 +8,7 @@
 // cached positions from memory and the token's own from registers (no workgroup reads another's
 // writes). This replaces a rope_kv_seqs dispatch per layer, which bound as many buffers and cost
 // as much as the attention for short contexts. Per sequence: its own KV bindings and switch case
-// (model/kernels.py seq_code).
+// (model/shader_code.py seq_code).
 @group(0) @binding(0) var<storage, read> qkv: array<vec4<f32>>;      // [T][QR + 2 KR]
 @group(0) @binding(1) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
 @group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens = 1, its token, -, -)

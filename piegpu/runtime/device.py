@@ -51,7 +51,7 @@ class Device:
 
         llvmpipe names its vector width ("llvmpipe (LLVM 15.0.6, 256 bits)"): a subgroup is that
         many 32-bit lanes. The prefill matmul shares x through subgroup broadcasts there
-        (model/kernels.py tile_code); other adapters keep the plain form.
+        (model/shader_code.py tile_code); other adapters keep the plain form.
         """
         m = re.search(r"llvmpipe.*?(\d+) bits", self.name)
         lanes = int(m.group(1)) // 32 if m else 0

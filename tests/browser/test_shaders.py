@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from piegpu import channel_layout
-from piegpu.model.kernels import seq_code
+from piegpu.model.shader_code import seq_code
 from piegpu.runtime.device import get_device
 from piegpu.model.shaders import binding_kinds, compose, includes, shader_root, standard_wgsl
 from tests.browser.model_capture import with_every_snippet
@@ -84,7 +84,7 @@ def test_every_shader_file_is_covered(specialisations):
         used |= set(snippets.values())
         for part in [name, *snippets.values()]:
             used |= includes(part)  # shaders/blocks/: helpers the snippets include
-        if "fn attend_0(" in src:  # attention.wgsl inlines attend.wgsl per sequence (model/kernels.py seq_code)
+        if "fn attend_0(" in src:  # attention.wgsl inlines attend.wgsl per sequence (model/shader_code.py seq_code)
             used.add("attend")
     missing = all_shader_files() - used
     assert not missing, f"shaders never compiled in Chromium: {sorted(missing)}"

@@ -16,7 +16,7 @@ import pytest
 
 from piegpu import channel_layout
 from piegpu.model.gpu_weights import GGML_FORMATS, GpuMatrix, dequantize, pack_ggml, upload
-from piegpu.model.kernels import matmul_params
+from piegpu.model.shader_code import matmul_params
 from piegpu.model.shaders import ShaderLibrary
 
 # f16 fields of each block type: byte offsets of the scales and mins (the rest is random bits)

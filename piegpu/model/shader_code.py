@@ -1,0 +1,209 @@
+"""The generated parts of shaders/*.wgsl: unrolled register tiles and per-sequence bindings.
+
+WGSL has no way to index bindings or to keep loop-indexed arrays in registers on lavapipe, so
+these functions write that code out in Python; model/kernels.py passes it to compose() as
+parameters ({{TILE}}, {{LANES}}, {{KV_BINDINGS}}, ...). The subgroup forms (lanes > 0) share a
+load among the lanes of a subgroup: on lavapipe a storage load is a loop over the lanes and a
+uniform load at a computed index a gather, while subgroupBroadcast is cheap.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+@lru_cache(maxsize=None)
+def seq_code(G: int, kind: str, HD4: int = 0, HG: int = 1) -> dict:
+    """The generated parts of attention.wgsl / rope_kv_seqs.wgsl for G sequences per dispatch.
+
+    WGSL cannot index bindings, so each sequence gets its own KV and state bindings and a
+    switch case (the sequence index is uniform per workgroup, so the branch is too). kind:
+    "attention", "attention_lanes" / "rope_attention_lanes" (heads of HD4 vec4s, HG query heads a
+    workgroup) or "rope_kv".
+    """
+    from .shaders import shader_source
+    if kind == "attention":
+        decls = [f"@group(0) @binding({3 + 3 * i}) var<storage, read> kc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({4 + 3 * i}) var<storage, read> vc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({5 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
+        attend = shader_source("attend")
+        fns = [attend.replace("fn attend(", f"fn attend_{i}(").replace("kc[", f"kc{i}[").replace("vc[", f"vc{i}[")
+               for i in range(G)]
+        cases = [f"    case {i}u: {{ ml = attend_{i}(&qv, &acc, kv * HD4, lid, min(st{i}[0] + t + 1u, st{i}[1]), WG); }}"
+                 for i in range(G)]
+        return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
+    if kind in ("attention_lanes", "rope_attention_lanes"):
+        rope = kind == "rope_attention_lanes"
+        kv = "read_write" if rope else "read"
+        decls = [f"@group(0) @binding({3 + rope + 3 * i}) var<storage, {kv}> kc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({4 + rope + 3 * i}) var<storage, {kv}> vc{i}: array<vec4<f32>>;\n"
+                 f"@group(0) @binding({5 + rope + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
+        fns = [decode_lane_code(HD4, HG, i, rope) for i in range(G)]
+        call = "tok, head, lane" if rope else "qo, kvb, t, lane"
+        cases = [f"    case {i}u: {{ attend_{i}({call}); }}" for i in range(G)]
+        return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
+    decls = [f"@group(0) @binding({4 + 3 * i}) var<storage, read_write> kc{i}: array<vec2<f32>>;\n"
+             f"@group(0) @binding({5 + 3 * i}) var<storage, read_write> vc{i}: array<vec2<f32>>;\n"
+             f"@group(0) @binding({6 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
+    states = [f"    case {i}u: {{ len = st{i}[0]; cap = st{i}[1]; }}" for i in range(G)]
+    writes = [f"    case {i}u: {{ if (k) {{ vc{i}[at] = v; }} else {{ kc{i}[at] = v; }} }}" for i in range(G)]
+    return {"KV_BINDINGS": "\n".join(decls), "STATE_CASES": "\n".join(states), "WRITE_CASES": "\n".join(writes)}
+
+
+@lru_cache(maxsize=None)
+def tile_code(R: int, TB: int, lanes: int = 0) -> str:
+    """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
+
+    Per 32-weight block: every row's 8 vec4s decoded to f32 once (d q + m), every token's 8 x
+    vec4s, then R x TB dot products. Tokens past the group's end read its last token (clamped)
+    and are not stored. lanes > 0 (a subgroup of at least that many lanes, all active): lane l
+    loads only vec4 l % 8 of a token's block and subgroupBroadcast hands the 8 vec4s to every
+    lane. On lavapipe a uniform-binding load at a computed index is a gather of every lane's
+    address and a broadcast is far cheaper: the default model's Q4_1 gate/up at 128 tokens took
+    0.62x the time of the 8-load form, its Q8_0 logits 0.72x (benchmarks/kernels.py --prefill).
+    """
+    out = []
+    add = out.append
+    for rr in range(R):
+        for tt in range(TB):
+            add(f"var a{rr}_{tt} = 0.0;")
+    for tt in range(TB):
+        add(f"let xo{tt} = min(t0 + {tt}u, T - 1u) * NB * 8u;")
+    add("for (var b = 0u; b < NB; b++) {")
+    for rr in range(R):
+        add(f"  let wb{rr} = (r0 + {rr}u) * (NB * WB) + b * WB;")
+        add(f"  let dm{rr} = block_dm(wb{rr});")
+        for j in range(8):
+            add(f"  let q{rr}_{j} = dm{rr}.x * block_q(wb{rr}, {j}u) + dm{rr}.y;")
+    for tt in range(TB):
+        if lanes:
+            add(f"  let xl{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
+        for j in range(8):
+            add(f"  let x{tt}_{j} = " + (f"subgroupBroadcast(xl{tt}, {j}u);" if lanes else f"x[xo{tt} + b * 8u + {j}u];"))
+        for rr in range(R):
+            add(f"  let s{rr}_{tt} = " + " + ".join(f"q{rr}_{j} * x{tt}_{j}" for j in range(8)) + ";")
+            add(f"  a{rr}_{tt} += s{rr}_{tt}.x + s{rr}_{tt}.y + s{rr}_{tt}.z + s{rr}_{tt}.w;")
+    add("}")
+    for tt in range(TB):
+        accs = ", ".join(f"a{rr}_{tt}" for rr in range(R))
+        add(f"if (live && t0 + {tt}u < T) {{ epilogue(TOK0 + t0 + {tt}u, ROW0 + r0, array<f32, R>({accs})); }}")
+    return "\n".join("    " + line for line in out)
+
+
+@lru_cache(maxsize=None)
+def lane_code(HD4: int) -> str:
+    """The unrolled body of attention_lanes.wgsl for heads of HD4 vec4s: q and the accumulators in
+    named registers, each position's K and V rows loaded 8 vec4s a load (lane l: vec4 l of each 8)
+    and broadcast, the online softmax of attend.wgsl per lane, then the store."""
+    loads = (HD4 + 7) // 8
+    out = []
+    add = out.append
+    for i in range(HD4):
+        add(f"let q{i} = q[tok * QR4 + head * HD4 + {i}u] * SCALE;")
+        add(f"var a{i} = vec4<f32>(0.0);")
+    add("for (var p = all.x; p < all.y; p++) {")
+    add("  let base = p * KR4 + kvb;")
+    add("  let live = p >= mine.x && p < mine.y;")
+    for c in range(loads):
+        add(f"  let kl{c} = kc[base + min({8 * c}u + lane, HD4 - 1u)];")
+        add(f"  let vl{c} = vc[base + min({8 * c}u + lane, HD4 - 1u)];")
+    add("  let s4 = " + " + ".join(f"q{i} * subgroupBroadcast(kl{i // 8}, {i % 8}u)" for i in range(HD4)) + ";")
+    add("  let s = s4.x + s4.y + s4.z + s4.w;")
+    add("  let m2 = select(m, max(m, s), live);")
+    add("  let c = exp(m - m2);")
+    add("  let e = select(0.0, exp(s - m2), live);")
+    add("  l = l * c + e;")
+    for i in range(HD4):
+        add(f"  a{i} = a{i} * c + e * subgroupBroadcast(vl{i // 8}, {i % 8}u);")
+    add("  m = m2;")
+    add("}")
+    add("if (t0 + lane <= last) {")
+    for i in range(HD4):
+        add(f"  o[tok * QR4 + head * HD4 + {i}u] = a{i} / l;")
+    add("}")
+    return "\n".join("  " + line for line in out)
+
+
+@lru_cache(maxsize=None)
+def decode_lane_code(HD4: int, HG: int, i: int, rope: bool = False) -> str:
+    """attend_i of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl) for sequence i.
+
+    HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's q and output
+    (zero past the head); per position one load of each K and V vec4 for all HG heads, a
+    subgroupAdd per head, the online softmax of attend.wgsl (uniform over the lanes), then the
+    stores. With rope, q and the token's k come rotated from the QKV rows, k and v go to the cache
+    (from the KV head's first workgroup) and the token's own position is taken from registers.
+    """
+    parts = range((HD4 + 7) // 8)
+    idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
+    mine = {c: f"{8 * c}u + lane < HD4" for c in parts}
+    add_lines = []
+    add = add_lines.append
+
+    def update(k: str, v: str, pad: str) -> None:  # the online softmax step of every head for one position
+        for h in range(HG):
+            add(f"{pad}let s{h} = subgroupAdd(" + " + ".join(f"dot(q{h}_{c}, {k.format(c=c)})" for c in parts) + ");")
+            add(f"{pad}let n{h} = max(m{h}, s{h});")
+            add(f"{pad}let c{h} = exp(m{h} - n{h});")
+            add(f"{pad}let e{h} = exp(s{h} - n{h});")
+            add(f"{pad}l{h} = l{h} * c{h} + e{h};")
+            for c in parts:
+                add(f"{pad}a{h}_{c} = a{h}_{c} * c{h} + e{h} * {v.format(c=c)};")
+            add(f"{pad}m{h} = n{h};")
+
+    if rope:
+        add(f"fn attend_{i}(tok: u32, head: u32, lane: u32) {{")
+        add(f"  let pos = min(st{i}[0], st{i}[1] - 1u);  // this token's position (st{i}[1]: the positions)")
+        add("  let n = pos + 1u;")
+        add("  let row = tok * (QR4 + 2u * KR4);")
+        add("  let kvb = (head / GROUP) * HD4;")
+        for c in parts:
+            add(f"  let kn{c} = rot(qkv[row + QR4 + kvb + {idx[c]}], pos, {idx[c]});")
+            add(f"  let vn{c} = qkv[row + QR4 + KR4 + kvb + {idx[c]}];")
+            add(f"  if (head % GROUP == 0u && {mine[c]}) {{")
+            add(f"    kc{i}[pos * KR4 + kvb + {8 * c}u + lane] = kn{c};")
+            add(f"    vc{i}[pos * KR4 + kvb + {8 * c}u + lane] = vn{c};")
+            add("  }")
+        qv = "rot(qkv[row + (head + {h}u) * HD4 + {i}], pos, {i})"
+        qo = "tok * QR4 + head * HD4"
+    else:
+        add(f"fn attend_{i}(qo: u32, kvb: u32, t: u32, lane: u32) {{")
+        add(f"  let n = min(st{i}[0] + t + 1u, st{i}[1]);")
+        qv = "q[qo + {h}u * HD4 + {i}]"
+        qo = "qo"
+    add("  let first = select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW);")
+    for h in range(HG):
+        for c in parts:
+            add(f"  let q{h}_{c} = select(vec4<f32>(0.0), {qv.format(h=h, i=idx[c])} * SCALE, {mine[c]});")
+            add(f"  var a{h}_{c} = vec4<f32>(0.0);")
+        add(f"  var m{h} = LOW;")
+        add(f"  var l{h} = 0.0;")
+    add(f"  for (var p = first; p < {'pos' if rope else 'n'}; p++) {{")
+    add("    let base = p * KR4 + kvb;")
+    for c in parts:
+        add(f"    let k{c} = kc{i}[base + {idx[c]}];")
+        add(f"    let v{c} = vc{i}[base + {idx[c]}];")
+    update("k{c}", "v{c}", "    ")
+    add("  }")
+    if rope:
+        add("  {  // the token's own position")
+        update("kn{c}", "vn{c}", "    ")
+        add("  }")
+    for h in range(HG):
+        for c in parts:
+            add(f"  if ({mine[c]}) {{ o[{qo} + {h}u * HD4 + {8 * c}u + lane] = a{h}_{c} / l{h}; }}")
+    add("}")
+    return "\n".join(add_lines)
+
+
+def lane_heads(group: int) -> int:
+    """Query heads per workgroup of attention_decode_lanes.wgsl: the most (up to 4) that split a KV head's group."""
+    return max(h for h in range(1, 5) if group % h == 0)
+
+
+def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None) -> dict:
+    """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's
+    binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token."""
+    x = f"var<uniform> x: array<vec4<f32>, {x_vec4s}>;" if x_vec4s else "var<storage, read> x: array<vec4<f32>>;"
+    return {"TILE": tile_code(R, TB, lanes), "TB": TB, "X_BINDING": x,
+            "LANE": ", @builtin(subgroup_invocation_id) lane: u32" if lanes else ""}
