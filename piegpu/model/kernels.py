@@ -1,7 +1,8 @@
 """Typed wrappers of the forward pass's shaders: each call records one step with named buffers.
 
 The binding numbers of shaders/*.wgsl appear only in this module, each next to the
-call that feeds its shader; model/forward.py reads as named steps on top of these.
+call that feeds its shader (and in the per-sequence bindings model/shader_code.py writes
+for it); model/forward.py reads as named steps on top of these.
 
 A matvec is matvec_decode.wgsl (one token: x read through a uniform binding with the
 RMSNorm folded in) or matmul.wgsl (token groups in register tiles, x already normalized), each
