@@ -1,7 +1,7 @@
 // rmsnorm.wgsl on adapters with subgroups of 8 or more lanes: a workgroup of 8 lanes per row,
 // lane l taking vec4s l, l + 8, ... and a subgroupAdd for the sum of squares. One invocation
 // per row (rmsnorm.wgsl) leaves a decode batch's 8 rows to one subgroup on one core, each lane
-// loading its whole row in turn (model/kernels.py takes this for up to 32 rows).
+// loading its whole row in turn.
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;

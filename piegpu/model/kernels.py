@@ -59,9 +59,10 @@ class Kernels:
         """out[out_first + t] = rmsnorm(x[first + t]) * weight for `tokens` rows (`add`: out += instead)."""
         c = self.config
         params = {"H4": c.hidden_size // 4, "EPS": float(c.rms_norm_eps), "ADD": add}
-        # 8 lanes a row (rmsnorm_lanes.wgsl) for the few rows of a decode batch, which one invocation a row
-        # leaves to one core (B=8: 4.3 vs 6.4 ms a pass); a row an invocation for prefills (128 rows: 11 vs 15 ms)
-        lanes = self.gpu.dev.subgroup_lanes > 0 and tokens <= 32
+        # 8 lanes a row (rmsnorm_lanes.wgsl): the few rows of a decode batch no longer sit on one core (B=8:
+        # 4.3 vs 6.4 ms a pass). For every row count, so that a row's value does not depend on how many share
+        # its pass (tests/model/test_perplexity.py compares logits bit for bit)
+        lanes = self.gpu.dev.subgroup_lanes > 0
         k = self.gpu.lib.kernel("rmsnorm_lanes" if lanes else "rmsnorm", params)
         self.rec.dispatch(k, {0: x, 1: weight, 2: out, 3: self.gpu.params(tokens, first, out_first)},
                           (tokens if lanes else ceil(tokens / 64), 1, 1), "rmsnorm", self.scope + key)
