@@ -221,6 +221,7 @@ class Kernels:
         if not decode and norm is not None:
             raise ValidationError("internal: prefill matvecs take normalized x")
         row_bytes = m.cols * 4
+        x_storage = False
         if decode:
             groups, per = [(0, 1)], 1
         else:
@@ -232,8 +233,9 @@ class Kernels:
             if x_storage:
                 per = tokens
             tb = tile_tokens(tokens, per)
-            if not x_storage:  # whole tiles in every group but the last: no computed-and-dropped tokens
-                per = per if per < tb else per - per % tb
+            # whole tiles in every group but the last: no computed-and-dropped tokens; with x in storage, the
+            # whole tiles in one group and the rest in a second
+            per = per if per < tb or (x_storage and tokens % tb == 0) else per - per % tb
             align = gpu.dev.limits.get("min-uniform-buffer-offset-alignment", 256)
             while per > 1 and (per * row_bytes) % align and not x_storage:  # group offsets must be aligned bindings
                 per -= 1
@@ -244,7 +246,7 @@ class Kernels:
             R, wg = self.rows_per_invocation(nrows, *splits, decode=decode)
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
-                window = tn if decode else per  # prefill binds a whole group's window (see Scratch)
+                window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)
                 bufs = {0: buf, 1: (x, t0 * row_bytes, window * row_bytes), **ep_bufs}
                 if decode:
                     name = "matvec_decode"
@@ -253,7 +255,8 @@ class Kernels:
                 else:
                     name = "matmul"
                     xv4 = None if x_storage else per * m.cols // 4
-                    params.update(matmul_params(R, tb, gpu.dev.subgroup_lanes, xv4))
+                    # the last group's tile fits its tokens (a 37-token prompt: 5 tokens in 8, not 16)
+                    params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4))
                     bufs[2] = gpu.params(tn, t0)
                 k = gpu.lib.kernel(name, params, snippets)
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)
