@@ -13,14 +13,8 @@
 @group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, -, -)
 {{KV_BINDINGS}}
 
-const HD4: u32 = {{HD}}u / 4u;
-const QR4: u32 = {{QR}}u / 4u;
-const KR4: u32 = {{KR}}u / 4u;
-const GROUP: u32 = {{GROUP}}u;  // query heads per KV head
+//! include blocks/attention_consts
 const HG: u32 = {{HG}}u;        // query heads per workgroup (a divisor of GROUP)
-const SCALE: f32 = {{SCALE}};   // 1 / sqrt(HD)
-const WINDOW: u32 = {{WINDOW}}u;  // sliding window in positions; 0: full causal attention
-const LOW: f32 = -3.0e38;       // finite "minus infinity": drivers may assume no inf
 
 {{ATTEND_FNS}}
 

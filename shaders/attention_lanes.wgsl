@@ -8,20 +8,9 @@
 // unrolled, so q and the accumulators are named registers). A lane skips the positions past
 // its own token (causal) or before its window; lanes past the last token redo it and store
 // nothing, so every lane of the subgroup stays active.
-@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]
-@group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;  // [position][kv_heads * HD]
-@group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> state: array<u32>;
-@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
-@group(0) @binding(5) var<uniform> seq: vec4<u32>;  // (tokens of this sequence, its first token in the pass, -, -)
+//! include blocks/tokens_attention_io
 
-const HD4: u32 = {{HD}}u / 4u;
-const QR4: u32 = {{QR}}u / 4u;
-const KR4: u32 = {{KR}}u / 4u;
-const GROUP: u32 = {{GROUP}}u;  // query heads per KV head
-const SCALE: f32 = {{SCALE}};   // 1 / sqrt(HD)
-const WINDOW: u32 = {{WINDOW}}u;  // sliding window in positions; 0: full causal attention
-const LOW: f32 = -3.0e38;       // finite "minus infinity": drivers may assume no inf
+//! include blocks/attention_consts
 
 // Positions [first, n) that the query of token t (of this sequence) attends to.
 fn span(t: u32) -> vec2<u32> {

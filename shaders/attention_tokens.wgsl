@@ -4,21 +4,10 @@
 // token, threads splitting the positions) suits decode, where one token has a long
 // context; here a pass has many tokens with short contexts each, and its barrier and merge
 // cost more than the positions (measured on lavapipe: see model/kernels.py attention).
-@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]
-@group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;  // [position][kv_heads * HD]
-@group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> state: array<u32>;
-@group(0) @binding(4) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
-@group(0) @binding(5) var<uniform> seq: vec4<u32>;  // (tokens of this sequence, its first token in the pass, -, -)
+//! include blocks/tokens_attention_io
 
-const HD4: u32 = {{HD}}u / 4u;
-const QR4: u32 = {{QR}}u / 4u;
-const KR4: u32 = {{KR}}u / 4u;
+//! include blocks/attention_consts
 const HEADS: u32 = {{HEADS}}u;
-const GROUP: u32 = {{GROUP}}u;  // query heads per KV head
-const SCALE: f32 = {{SCALE}};   // 1 / sqrt(HD)
-const WINDOW: u32 = {{WINDOW}}u;  // sliding window in positions; 0: full causal attention
-const LOW: f32 = -3.0e38;       // finite "minus infinity": drivers may assume no inf
 
 {{ATTEND}}
 

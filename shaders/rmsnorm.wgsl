@@ -1,14 +1,7 @@
 // out[OUT0 + t] = x[FIRST + t] / sqrt(mean(x[FIRST + t]^2) + eps) * weight for t < T, one
 // invocation per row (FIRST and OUT0 gather the readout rows before the logits). With ADD the
 // row is added to out instead (Gemma 3's sandwich norm of a block's output into the residual).
-@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> norm_w: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(3) var<uniform> rows: vec4<u32>;  // (T, FIRST, OUT0, -): not constants, one kernel for all
-
-const H4: u32 = {{H4}}u;
-const EPS: f32 = {{EPS}};
-const ADD: bool = {{ADD}};
+//! include blocks/rmsnorm_io
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

@@ -2,14 +2,7 @@
 // lane l taking vec4s l, l + 8, ... and a subgroupAdd for the sum of squares. One invocation
 // per row (rmsnorm.wgsl) leaves a decode batch's 8 rows to one subgroup on one core, each lane
 // loading its whole row in turn.
-@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> norm_w: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(3) var<uniform> rows: vec4<u32>;  // (T, FIRST, OUT0, -): not constants, one kernel for all
-
-const H4: u32 = {{H4}}u;
-const EPS: f32 = {{EPS}};
-const ADD: bool = {{ADD}};
+//! include blocks/rmsnorm_io
 
 @compute @workgroup_size(8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {

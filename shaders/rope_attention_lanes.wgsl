@@ -16,14 +16,8 @@
 {{KV_BINDINGS}}
 
 const HD: u32 = {{HD}}u;
-const HD4: u32 = {{HD}}u / 4u;
-const QR4: u32 = {{QR}}u / 4u;
-const KR4: u32 = {{KR}}u / 4u;
-const GROUP: u32 = {{GROUP}}u;  // query heads per KV head
+//! include blocks/attention_consts
 const HG: u32 = {{HG}}u;        // query heads per workgroup (a divisor of GROUP)
-const SCALE: f32 = {{SCALE}};   // 1 / sqrt(HD)
-const WINDOW: u32 = {{WINDOW}}u;  // sliding window in positions; 0: full causal attention
-const LOW: f32 = -3.0e38;       // finite "minus infinity": drivers may assume no inf
 
 // vec4 j of a head (dims 4j .. 4j + 3: pairs 2j and 2j + 1) rotated to position pos.
 fn rot(v: vec4<f32>, pos: u32, j: u32) -> vec4<f32> {

@@ -87,7 +87,6 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
     positions = max(ws.max_tokens for ws, _, _ in seqs)
     G = k.seqs_per_dispatch()
     groups = [seqs[j: j + G] for j in range(0, len(seqs), G)]
-    fused = k.gpu.dev.subgroup_lanes and all(n == 1 for _, _, n in seqs)
     k.embed(w.embed, tokens, out=s.h, binds={})  # the plan keeps it (the plan lives with its ForwardPass)
     for i, layer in enumerate(w.layers):
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
@@ -97,11 +96,7 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
         if w.qk_prep:
             k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
         for group in groups:  # several sequences' KV caches bound in one dispatch each
-            if fused:  # one token each: rotation, KV write and attention in one dispatch
-                k.rope_attention_seqs(s.qkv, rope, s.o, group, i)
-            else:
-                k.rope_kv_seqs(s.qkv, s.q, rope, group, i)
-                k.attention_seqs(s.q, s.o, group, i)
+            k.rope_attention_seqs(s.qkv, s.q, rope, s.o, group, i)
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
         k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))

@@ -75,6 +75,26 @@ class Kernels:
         self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim},
                      {3: q, 4: keys, 5: values, 6: state, 7: rope}, key, splits=(qr, kr), binds=binds)
 
+    @staticmethod
+    def _kv_of(seqs: list, layer: int) -> list:
+        """[(keys, values, state, first token, tokens)] of layer `layer` for [(working set, first token, tokens)]."""
+        return [(ws.keys[layer], ws.values[layer], ws.state, first, n) for ws, first, n in seqs]
+
+    def _attention_params(self, window: int) -> dict:
+        """The parameters every attention shader takes (shaders/blocks/attention_consts.wgsl)."""
+        c = self.config
+        return {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
+                "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale, "WINDOW": window}
+
+    def _seq_bufs(self, seqs: list, uniform: int, kv: int) -> dict:
+        """The per-sequence bindings of a several-sequence dispatch over [(keys, values, state, first token,
+        tokens)]: the (tokens, first token) of each at binding `uniform`, sequence i's keys, values and
+        state at kv + 3 i, kv + 3 i + 1, kv + 3 i + 2 (shader_code.py seq_code declares them)."""
+        bufs = {uniform: self.gpu.params(*[v for *_, first, n in seqs for v in (n, first, 0, 0)])}
+        for i, (keys, values, state, _, _) in enumerate(seqs):
+            bufs.update({kv + 3 * i: keys, kv + 3 * i + 1: values, kv + 3 * i + 2: state})
+        return bufs
+
     def attention(self, q, keys, values, state, out, key: tuple, tokens: int | None = None, first: int = 0,
                   binds: dict | None = None, window: int = 0) -> None:
         """out = softmax(q k^T / sqrt(d)) v per head over the cached positions (causal, GQA).
@@ -84,39 +104,52 @@ class Kernels:
         """
         c = self.config
         n = self.T if tokens is None else tokens
-        params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
-                  "WINDOW": window}
+        params = self._attention_params(window)
         if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.subgroup_lanes:  # 8 tokens of a head share K/V loads
             k = self.gpu.lib.kernel("attention_lanes", {**params, "LANES": lane_code(c.head_dim // 4)})
-            self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
-                              (ceil(n / 8), c.num_attention_heads, 1), "attention", self.scope + key + (n, first),
-                              binds)
+            groups = (ceil(n / 8), c.num_attention_heads, 1)
         elif n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
             k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
-            self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
-                              (ceil(n * c.num_attention_heads / 16), 1, 1), "attention", self.scope + key + (n, first),
-                              binds)
+            groups = (ceil(n * c.num_attention_heads / 16), 1, 1)
         else:  # a workgroup per (head, token), its threads splitting the positions
             self._attention([(keys, values, state, first, n)], q, out, self.scope + key + (n, first), binds, window)
+            return
+        self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
+                          groups, "attention", self.scope + key + (n, first), binds)
 
     def seqs_per_dispatch(self) -> int:
         """How many sequences one attention / rope_kv_seqs dispatch binds (3 storage buffers each)."""
         return max(1, (self.gpu.dev.limits.get("max-storage-buffers-per-shader-stage", 8) - 3) // 3)
 
-    def attention_seqs(self, q, out, seqs: list, layer: int) -> None:
-        """Attention for several sequences [(working set, first token, tokens)] in one dispatch (batched passes)."""
-        self._attention([(ws.keys[layer], ws.values[layer], ws.state, first, n) for ws, first, n in seqs], q, out,
-                        window=self.config.window(layer))
+    def rope_attention_seqs(self, qkv, q, rope, out, seqs: list, layer: int) -> None:
+        """RoPE + KV write + attention for several sequences [(working set, first token, tokens)] of a batched pass.
+
+        Where every sequence has one token and the adapter has 8-lane subgroups, one dispatch
+        (rope_attention_lanes.wgsl): rotation, KV write and attention; else rope_kv_seqs.wgsl writes
+        the rotated q and the KV cache, then attention reads them.
+        """
+        kv = self._kv_of(seqs, layer)
+        window = self.config.window(layer)
+        if not (self.gpu.dev.subgroup_lanes and all(n == 1 for *_, n in seqs)):
+            self.rope_kv_seqs(qkv, q, rope, seqs, layer)
+            self._attention(kv, q, out, window=window)
+            return
+        c = self.config
+        G = len(seqs)
+        params = self._attention_params(window)
+        hg = lane_heads(params["GROUP"])
+        k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": G, **seq_code(
+            G, "rope_attention_lanes", c.head_dim // 4, hg)})
+        bufs = {0: qkv, 1: out, 3: rope, **self._seq_bufs(kv, 2, 4)}
+        self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, G), "attention")
 
     def _attention(self, seqs: list, q, out, key: tuple | None = None, binds: dict | None = None,
                    window: int = 0) -> None:
-        """attention.wgsl over [(keys, values, state, first token, tokens)] of one or more sequences."""
+        """attention.wgsl (attention_decode_lanes.wgsl with 8-lane subgroups) over [(keys, values, state, first
+        token, tokens)] of one or more sequences."""
         c = self.config
         G = len(seqs)
-        params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                  "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale,
-                  "SEQS": G, "WINDOW": window}
+        params = {**self._attention_params(window), "SEQS": G}
         heads = c.num_attention_heads
         if self.gpu.dev.subgroup_lanes:  # lanes split the head, no barrier (attention_decode_lanes.wgsl)
             hg = lane_heads(params["GROUP"])
@@ -126,9 +159,7 @@ class Kernels:
         else:
             k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1),
                                                   **seq_code(G, "attention")})
-        bufs = {0: q, 1: out, 2: self.gpu.params(*[v for *_, first, n in seqs for v in (n, first, 0, 0)])}
-        for i, (keys, values, state, _, _) in enumerate(seqs):
-            bufs.update({3 + 3 * i: keys, 4 + 3 * i: values, 5 + 3 * i: state})
+        bufs = {0: q, 1: out, **self._seq_bufs(seqs, 2, 3)}
         self.rec.dispatch(k, bufs, (heads, max(n for *_, n in seqs), G), "attention", key, binds)
 
     def rope_kv_seqs(self, qkv, q, rope, seqs: list, layer: int) -> None:
@@ -138,27 +169,9 @@ class Kernels:
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
         k = self.gpu.lib.kernel("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": G,
                                                  **seq_code(G, "rope_kv")})
-        bufs = {0: qkv, 1: q, 2: rope, 3: self.gpu.params(*[v for _, first, n in seqs for v in (n, first, 0, 0)])}
-        for i, (ws, _, _) in enumerate(seqs):
-            bufs.update({4 + 3 * i: ws.keys[layer], 5 + 3 * i: ws.values[layer], 6 + 3 * i: ws.state})
+        bufs = {0: qkv, 1: q, 2: rope, **self._seq_bufs(self._kv_of(seqs, layer), 3, 4)}
         pairs = (qr + 2 * kr) // 2
-        self.rec.dispatch(k, bufs, (ceil(max(n for _, _, n in seqs) * pairs / 64), G, 1), "rope_kv")
-
-    def rope_attention_seqs(self, qkv, rope, out, seqs: list, layer: int) -> None:
-        """RoPE + KV write + attention for sequences [(working set, first token, 1)] of one token each,
-        one dispatch (rope_attention_lanes.wgsl; adapters with 8-lane subgroups)."""
-        c = self.config
-        G = len(seqs)
-        group = c.num_attention_heads // c.num_key_value_heads
-        hg = lane_heads(group)
-        params = {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                  "GROUP": group, "HG": hg, "SCALE": c.attention_scale, "SEQS": G, "WINDOW": c.window(layer),
-                  **seq_code(G, "rope_attention_lanes", c.head_dim // 4, hg)}
-        k = self.gpu.lib.kernel("rope_attention_lanes", params)
-        bufs = {0: qkv, 1: out, 2: self.gpu.params(*[v for _, first, n in seqs for v in (n, first, 0, 0)]), 3: rope}
-        for i, (ws, _, _) in enumerate(seqs):
-            bufs.update({4 + 3 * i: ws.keys[layer], 5 + 3 * i: ws.values[layer], 6 + 3 * i: ws.state})
-        self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, G), "attention")
+        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * pairs / 64), G, 1), "rope_kv")
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (before RoPE; `norm` folded in when decoding)."""

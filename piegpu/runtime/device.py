@@ -50,8 +50,9 @@ class Device:
         """Lanes of lavapipe's subgroups when the subgroup feature is on and they are 8 or more, else 0.
 
         llvmpipe names its vector width ("llvmpipe (LLVM 15.0.6, 256 bits)"): a subgroup is that
-        many 32-bit lanes. The prefill matmul shares x through subgroup broadcasts there
-        (model/shader_code.py tile_code); other adapters keep the plain form.
+        many 32-bit lanes. There the matmul, the attentions and the norm of few rows share loads
+        through subgroup operations (model/kernels.py, model/shader_code.py); other adapters keep
+        the plain forms.
         """
         m = re.search(r"llvmpipe.*?(\d+) bits", self.name)
         lanes = int(m.group(1)) // 32 if m else 0
