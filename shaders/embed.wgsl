@@ -1,7 +1,7 @@
 // Embedding lookup: the T token ids come straight from a channel's ring buffer on
 // the device (the oldest cell), so no token ever round-trips through the host.
 // Each invocation dequantizes one 32-weight block of one token's row.
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+// binding 0 (and 15): the weights, declared by the FORMAT snippet (storage words or textures)
 @group(0) @binding(1) var<storage, read> chan: array<u32>;  // a channel (piegpu/channel_layout.py)
 @group(0) @binding(2) var<storage, read_write> h: array<vec4<f32>>;  // [T][hidden]
 

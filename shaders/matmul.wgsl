@@ -8,7 +8,7 @@
 // binding (lavapipe gathers it lane by lane at a computed index; see tile_code). The
 // group's size and first token come from a uniform, so one kernel serves every length;
 // x is bound as a window of a full group from the group's first token.
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+// binding 0 (and 15): the weights, declared by the FORMAT snippet (storage words or textures)
 @group(0) @binding(1) {{X_BINDING}}
 @group(0) @binding(2) var<uniform> group: vec4<u32>;  // (tokens in this group, its first token, -, -)
 

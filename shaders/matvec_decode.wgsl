@@ -4,7 +4,7 @@
 // and, when NORM, RMS-normalized on the fly (the norm is cheap next to R rows of W).
 // The epilogue snippet decides what happens to the R results (store, residual add,
 // RoPE + KV-cache write, SwiGLU).
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+// binding 0 (and 15): the weights, declared by the FORMAT snippet (storage words or textures)
 @group(0) @binding(1) var<uniform> x: array<vec4<f32>, {{K4}}>;
 @group(0) @binding(2) var<uniform> norm_w: array<vec4<f32>, {{K4}}>;
 

@@ -6,6 +6,12 @@ with exactly the values of gguf's dequantization. HF float tensors are stored as
 f16 rows. A matrix bigger than one storage binding is split into row chunks, each
 dispatched on its own, so any model size loads. A fused matrix (q | k | v) whose parts
 have different types (Q4_K_M files keep v in Q6_K) stays in parts, one format each.
+
+On lavapipe (Device.texture_weights) Q4_1 and Q8_0 matrices go up as textures instead
+(TextureWeights, formats q4_1_tex / q8_0_tex): the same bytes of GGUF's blocks, moved so
+that a block's quants are whole rgba32uint texels and its scales an r32uint texel, because
+llvmpipe gathers a texel fetch for all lanes at once where it loops over the lanes of a
+storage load.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ GGML_FORMATS = {
 }
 FORMAT_GGML = {fmt: name for name, (fmt, _, _) in GGML_FORMATS.items()}
 ROW_ALIGN = 64  # chunk boundaries keep whole invocations (R rows) and row pairs together
+TEXEL_ROW = 4096  # texels per texture row (shaders/blocks/texture_weights.wgsl splits an index at 4096)
+TEXTURE_ROWS = 8192  # texture rows a chunk may use: WebGPU's default max-texture-dimension-2d
 
 
 @dataclass
@@ -135,6 +143,41 @@ def interleave_rows(a: HostMatrix, b: HostMatrix, what: str) -> HostMatrix:
     return HostMatrix(a.fmt, 2 * a.rows, a.cols, data)
 
 
+def _q4_1_texels(blocks: np.ndarray) -> tuple:
+    """Q4_1 blocks (uint8 [n, 20]) as (quants [n, 4], scales [n]) words: (d, m) stays one f16 pair."""
+    words = np.ascontiguousarray(blocks).view(np.uint32)
+    return words[:, 1:5], words[:, 0]
+
+
+def _q8_0_texels(blocks: np.ndarray) -> tuple:
+    """Q8_0 blocks (uint8 [n, 34]) as (quants [2 n, 4], scales [n]) words: d widened to f32 (exact)."""
+    quants = np.ascontiguousarray(blocks[:, 2:]).view(np.uint32).reshape(-1, 4)
+    d = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32).view(np.uint32)
+    return quants, d.reshape(-1)
+
+
+# shader format -> (texture format, texels a block, the repack of uint8 [blocks, block bytes])
+TEXTURE_FORMATS = {"q4_1": ("q4_1_tex", 1, _q4_1_texels), "q8_0": ("q8_0_tex", 2, _q8_0_texels)}
+
+
+@dataclass
+class TextureWeights:
+    """A row chunk of a matrix as two textures: quants (rgba32uint) and scales (r32uint)."""
+
+    quants: object  # wgpu texture views
+    scales: object
+    size: int  # device bytes of both
+
+    def bindings(self) -> dict:
+        """{binding: view} as shaders/blocks/texture_weights.wgsl declares them."""
+        return {0: self.quants, 15: self.scales}
+
+
+def weight_bindings(chunk_buffer) -> dict:
+    """The bindings of one row chunk's weights: {0: buffer} or a TextureWeights' two views."""
+    return chunk_buffer.bindings() if isinstance(chunk_buffer, TextureWeights) else {0: chunk_buffer}
+
+
 @dataclass
 class GpuMatrix:
     """A matrix on the device as row chunks that each fit one storage binding."""
@@ -150,14 +193,48 @@ class GpuMatrix:
         return sum(c[0].size for c in self.chunks)
 
 
-def upload(device, m, max_binding_bytes: int, label: str) -> GpuMatrix:
-    """Upload a HostMatrix or RowParts in row chunks no larger than one storage binding."""
+def upload(device, m, max_binding_bytes: int, label: str, textures: bool = False) -> GpuMatrix:
+    """Upload a HostMatrix or RowParts in row chunks no larger than one storage binding.
+
+    textures: Q4_1 and Q8_0 parts go up as TextureWeights (Device.texture_weights says where that pays).
+    """
     g = GpuMatrix(m.fmt, m.rows, m.cols)
     row0 = 0
     for part in (m.parts if isinstance(m, RowParts) else [m]):
-        _upload_part(device, part, max_binding_bytes, label, g, row0)
+        if textures and part.fmt in TEXTURE_FORMATS:
+            _upload_textures(device, part, label, g, row0)
+        else:
+            _upload_part(device, part, max_binding_bytes, label, g, row0)
         row0 += part.rows
     return g
+
+
+def _texture(device, words: np.ndarray, label: str):
+    """A 2D texture view holding `words` (uint32 [n, 4] or [n]) as texels in rows of TEXEL_ROW."""
+    import wgpu
+    comps = 4 if words.ndim == 2 else 1
+    height = max(1, -(-words.shape[0] // TEXEL_ROW))
+    padded = np.zeros((height * TEXEL_ROW, comps), np.uint32)
+    padded[:words.shape[0]] = words.reshape(-1, comps)
+    fmt = wgpu.TextureFormat.rgba32uint if comps == 4 else wgpu.TextureFormat.r32uint
+    tex = device.create_texture(size=(TEXEL_ROW, height, 1), format=fmt, label=label,
+                                usage=wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.COPY_DST)
+    device.queue.write_texture({"texture": tex}, padded, {"bytes_per_row": TEXEL_ROW * 4 * comps,
+                                                          "rows_per_image": height}, (TEXEL_ROW, height, 1))
+    return tex.create_view(), padded.nbytes
+
+
+def _upload_textures(device, m: HostMatrix, label: str, g: GpuMatrix, first: int) -> None:
+    fmt, per_block, texels = TEXTURE_FORMATS[m.fmt]
+    _, block_bytes, block_elems = GGML_FORMATS[FORMAT_GGML[m.fmt]]
+    row_texels = m.cols // block_elems * per_block
+    per_chunk = max(ROW_ALIGN, TEXEL_ROW * TEXTURE_ROWS // row_texels // ROW_ALIGN * ROW_ALIGN)
+    for r0 in range(0, m.rows, per_chunk):
+        blocks = np.ascontiguousarray(m.data[r0: r0 + per_chunk]).reshape(-1, block_bytes)
+        quants, scales = texels(blocks)
+        qv, qbytes = _texture(device, quants, f"{label}[{first + r0}:].quants")
+        sv, sbytes = _texture(device, scales, f"{label}[{first + r0}:].scales")
+        g.chunks.append((TextureWeights(qv, sv, qbytes + sbytes), first + r0, min(per_chunk, m.rows - r0), fmt))
 
 
 def _upload_part(device, m: HostMatrix, max_binding_bytes: int, label: str, g: GpuMatrix, first: int) -> None:

@@ -17,7 +17,7 @@ from math import ceil
 from .. import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
-from .gpu_weights import GpuMatrix
+from .gpu_weights import GpuMatrix, weight_bindings
 from .shader_code import lane_code, lane_heads, matmul_params, seq_code
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
@@ -51,7 +51,7 @@ class Kernels:
                       "SCALE": float(c.hidden_size ** 0.5) if c.family.embed_scale else 1.0,
                       **channel_layout.shader_params()}
             k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{fmt}"})
-            self.rec.dispatch(k, {0: buf, 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
+            self.rec.dispatch(k, {**weight_bindings(buf), 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
                               "embed", self.scope + ("embed", row0, tokens), binds)
 
     def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0,
@@ -260,7 +260,7 @@ class Kernels:
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
                 window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)
-                bufs = {0: buf, 1: (x, t0 * row_bytes, window * row_bytes), **ep_bufs}
+                bufs = {**weight_bindings(buf), 1: (x, t0 * row_bytes, window * row_bytes), **ep_bufs}
                 if decode:
                     name = "matvec_decode"
                     params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps))

@@ -14,7 +14,8 @@ from ..errors import CompileError
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable  # Python 3.11+; 3.10 has the same class in importlib.abc
 
-_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var<(uniform|storage,\s*read_write|storage,\s*read)>")
+_BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var(?:<(uniform|storage,\s*read_write|storage,\s*read)>\s*\w+"
+                      r"|\s+\w+\s*:\s*(texture_2d<u32>))")
 
 
 @lru_cache(maxsize=None)
@@ -98,10 +99,13 @@ def standard_wgsl(src: str) -> str:
 
 
 def binding_kinds(src: str) -> list:
-    """[(binding index, 'uniform' | 'storage-read' | 'storage-rw')] declared in a WGSL source."""
+    """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint')] declared in a WGSL source."""
     out = []
-    for idx, kind in _BINDING.findall(src):
-        kind = "uniform" if kind == "uniform" else ("storage-rw" if "read_write" in kind else "storage-read")
+    for idx, kind, texture in _BINDING.findall(src):
+        if texture:
+            kind = "texture-uint"
+        else:
+            kind = "uniform" if kind == "uniform" else ("storage-rw" if "read_write" in kind else "storage-read")
         out.append((int(idx), kind))
     return sorted(out)
 
@@ -116,7 +120,9 @@ class Kernel:
         types = {"uniform": wgpu.BufferBindingType.uniform,
                  "storage-read": wgpu.BufferBindingType.read_only_storage,
                  "storage-rw": wgpu.BufferBindingType.storage}
-        entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": types[k]}}
+        texture = {"sample_type": wgpu.TextureSampleType.uint, "view_dimension": "2d"}
+        entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                    **({"texture": texture} if k == "texture-uint" else {"buffer": {"type": types[k]}})}
                    for i, k in self.bindings]
         self.layout = device.create_bind_group_layout(entries=entries)
         try:
@@ -128,13 +134,15 @@ class Kernel:
             raise CompileError(f"the driver rejected shader {label}: {e}") from e
 
     def bind(self, device, buffers: dict):
-        """A bind group from {binding index: buffer or (buffer, offset, size)}."""
+        """A bind group from {binding index: buffer, (buffer, offset, size) or texture view}."""
         entries = []
-        for i, _ in self.bindings:
+        for i, kind in self.bindings:
             b = buffers.get(i)
             if b is None:
                 raise CompileError(f"shader {self.label}: binding {i} has no buffer")
-            if isinstance(b, tuple):
+            if kind == "texture-uint":
+                entries.append({"binding": i, "resource": b})
+            elif isinstance(b, tuple):
                 buf, off, size = b
                 entries.append({"binding": i, "resource": {"buffer": buf, "offset": off, "size": size}})
             else:

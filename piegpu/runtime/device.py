@@ -46,6 +46,15 @@ class Device:
         return self.adapter_type.lower() == "cpu" or "llvmpipe" in self.name.lower()
 
     @property
+    def texture_weights(self) -> bool:
+        """True where Q4_1 and Q8_0 weights go up as textures (model/gpu_weights.py): lavapipe.
+
+        llvmpipe gathers a texel fetch for all lanes at once but loops over the lanes of a
+        storage-buffer load; GPUs read storage buffers well and keep GGUF's layout.
+        """
+        return "llvmpipe" in self.name.lower()
+
+    @property
     def subgroup_lanes(self) -> int:
         """Lanes of lavapipe's subgroups when the subgroup feature is on and they are 8 or more, else 0.
 

@@ -1,6 +1,7 @@
 // Weight format BF16 (GGUF BF16, uploaded as stored): each block of 32 weights is 16
 // words, two bfloat16 per word (weight 2i in the low half). A bfloat16 is the high half
 // of an f32, so widening is a shift: the values equal gguf's dequantization bit for bit.
+//! include blocks/storage_weights
 const WB: u32 = 16u;
 
 fn b4(i: u32) -> vec4<f32> {

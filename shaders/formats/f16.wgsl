@@ -1,5 +1,6 @@
 // Weight format f16: each block of 32 weights is 16 words, two halves per word
 // (weight 2i in the low half).
+//! include blocks/storage_weights
 const WB: u32 = 16u;
 
 fn h4(i: u32) -> vec4<f32> {

@@ -1,4 +1,5 @@
 // Weight format f32: each block of 32 weights is 32 words.
+//! include blocks/storage_weights
 const WB: u32 = 32u;
 
 fn f4(i: u32) -> vec4<f32> {

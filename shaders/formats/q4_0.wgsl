@@ -3,6 +3,7 @@
 // high nibble of byte j - 16 otherwise); weight j is d * (q_j - 8). 18-byte blocks sit
 // at 2-byte alignment, so WB = 1 makes the address the block's index and the byte offset
 // is 18 * index; u32_at joins two words when a field starts mid-word.
+//! include blocks/storage_weights
 const WB: u32 = 1u;
 const BB: u32 = 18u;  // bytes per block
 

@@ -4,6 +4,7 @@
 // byte j - 16 otherwise.
 // x0..x7 are the block's 32 inputs as vec4s (plain parameters, not an array: arrays
 // passed by value stay in memory on lavapipe and cost 30-50% of the matvec).
+//! include blocks/storage_weights
 const WB: u32 = 5u;
 
 //! include blocks/nibbles

@@ -5,6 +5,7 @@
 // 32 * (s / 2) + i -- gguf's order of operations, so the values match bit for bit.
 // WB = 1: the address the shaders pass is the 32-weight block's index g; the
 // super-block is g / 8 and the sub-block g % 8.
+//! include blocks/storage_weights
 const WB: u32 = 1u;
 const SW: u32 = 36u;  // words per super-block
 

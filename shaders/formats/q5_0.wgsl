@@ -3,6 +3,7 @@
 // nibble for j < 16, byte j - 16's high nibble otherwise); weight j is
 // d * (q_j - 16), q_j = low nibble + 16 * bit j of qh. Blocks sit at 2-byte alignment:
 // WB = 1 makes the address the block's index (byte offset 22 * index).
+//! include blocks/storage_weights
 const WB: u32 = 1u;
 const BB: u32 = 22u;
 

@@ -2,6 +2,7 @@
 // bytes = 6 words: (d, m) as two f16, the 32 high bits qh, then 4 words of low nibbles.
 // Weight j is d * q_j + m with q_j = low nibble (byte j for j < 16, high nibble of byte
 // j - 16 otherwise) + 16 * bit j of qh.
+//! include blocks/storage_weights
 const WB: u32 = 6u;
 
 //! include blocks/nibbles

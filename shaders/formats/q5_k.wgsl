@@ -4,6 +4,7 @@
 // (d * sc_s) * q - dmin * m_s with q = nibble (4 * (s % 2)) of byte 32 * (s / 2) + i,
 // plus 16 * bit s of qh[i] (gguf's order of operations: bit-identical values).
 // WB = 1: the address is the 32-weight block's index g (super-block g / 8, sub-block g % 8).
+//! include blocks/storage_weights
 const WB: u32 = 1u;
 const SW: u32 = 44u;
 

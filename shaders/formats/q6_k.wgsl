@@ -6,6 +6,7 @@
 // (gguf's order of operations: bit-identical values). Super-blocks sit at 2-byte
 // alignment: WB = 1 makes the address the 32-weight block's index g, super-block g / 8
 // at byte 210 * (g / 8).
+//! include blocks/storage_weights
 const WB: u32 = 1u;
 const SB: u32 = 210u;
 

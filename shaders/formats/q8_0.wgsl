@@ -4,6 +4,7 @@
 // the 8 words of bytes are joined from 9 loaded words when the block starts mid-word.
 // The dot product flips the sign bit of every byte (q + 128, an unsigned byte) and
 // subtracts 128 * sum(x): cheaper than sign-extending each byte.
+//! include blocks/storage_weights
 const WB: u32 = 1u;
 const BB: u32 = 34u;
 

@@ -97,6 +97,9 @@ def capture_passes(load_model, prompt: str, lanes: int) -> Replay:
         mp.setattr(dispatch.Recorder, "dispatch", recording_dispatch)
         if lanes < 8:  # the kernels of a device whose subgroups are narrower than the 8 lanes they share
             mp.setattr(Device, "subgroup_lanes", property(lambda self: 0))  # (SwiftShader: 4)
+        # weights in storage buffers, the layout a replay carries (lavapipe's texture layout compiles in
+        # tests/browser/test_shaders.py)
+        mp.setattr(Device, "texture_weights", property(lambda self: False))
         with load_model() as model:
             ids = model.tokenizer.encode(prompt).ids
             ws = model.working_set(len(ids) + 1)

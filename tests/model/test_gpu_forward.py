@@ -109,6 +109,9 @@ def test_dispatches_per_decoded_token(gpu):
 # ---- the default model ----------------------------------------------------------------------------
 
 def test_default_model_greedy_matches_reference(default_model, default_reference):
+    g = default_model.gpu
+    if g.dev.texture_weights:  # lavapipe: the Q4_1 layers and the Q8_0 table read as textures (this test checks them)
+        assert {c[3] for c in g.layers[0].gate_up.chunks + g.embed.chunks} == {"q4_1_tex", "q8_0_tex"}
     tok = default_model.tokenizer
     ids = tok.encode("Once upon a time").ids
     ws = default_model.working_set(64)

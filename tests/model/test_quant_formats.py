@@ -4,7 +4,8 @@ Random blocks in the GGUF layout (random bytes, finite random f16/f32 scales) ar
 dequantized on the device through the real shaders -- embed.wgsl's block_decode, the
 decode matvec's block_dot, the prefill matmul's block_q/block_dm -- and compared with
 gguf.quants.dequantize: bit for bit for the dequantized values, within float tolerance
-for the dot products (numpy on the dequantized weights).
+for the dot products (numpy on the dequantized weights). The texture layouts of Q4_1 and
+Q8_0 (lavapipe's, gpu_weights.TEXTURE_FORMATS) run the same checks.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 
 from piegpu import channel_layout
-from piegpu.model.gpu_weights import GGML_FORMATS, GpuMatrix, dequantize, pack_ggml, upload
+from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, GpuMatrix, dequantize, pack_ggml, upload,
+                                      weight_bindings)
 from piegpu.model.shader_code import matmul_params
 from piegpu.model.shaders import ShaderLibrary
 
@@ -23,6 +25,12 @@ from piegpu.model.shaders import ShaderLibrary
 F16_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
               "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
 TYPES = sorted(GGML_FORMATS)
+TEXTURE_TYPES = sorted(t for t, (fmt, _, _) in GGML_FORMATS.items() if fmt in TEXTURE_FORMATS)
+
+
+def layouts(gtype: str) -> tuple:
+    """(False,) or (False, True): the storage layout, and the texture layout where the type has one."""
+    return (False, True) if gtype in TEXTURE_TYPES else (False,)
 
 
 def random_rows(gtype: str, rows: int, cols: int, rng) -> np.ndarray:
@@ -84,7 +92,7 @@ def device_embed(gpu, m: GpuMatrix) -> np.ndarray:
         params = {"NB": m.cols // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": m.rows, "SCALE": 1.0,
                   **channel_layout.shader_params()}
         k = lib.kernel("embed", params, {"FORMAT": f"formats/{fmt}"})
-        _run(dev, k, {0: buf, 1: chan_buf, 2: out}, ceil(T * m.cols // 32 / 64))
+        _run(dev, k, {**weight_bindings(buf), 1: chan_buf, 2: out}, ceil(T * m.cols // 32 / 64))
     return _read(dev, out, T * m.cols).reshape(T, m.cols)
 
 
@@ -98,7 +106,7 @@ def device_matvec(gpu, m: GpuMatrix, x: np.ndarray) -> np.ndarray:
         params = {"R": 4, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "K4": m.cols // 4,
                   "NORM": False, "EPS": 1e-5, "OUT_STRIDE": m.rows}
         k = lib.kernel("matvec_decode", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
-        _run(dev, k, {0: buf, 1: xb, 2: zero, 3: out}, ceil(nrows / 4 / 16))
+        _run(dev, k, {**weight_bindings(buf), 1: xb, 2: zero, 3: out}, ceil(nrows / 4 / 16))
     return _read(dev, out, m.rows)
 
 
@@ -120,7 +128,7 @@ def device_matmul(gpu, m: GpuMatrix, X: np.ndarray, R: int = 4, TB: int = 8, lan
         params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16,
                   "OUT_STRIDE": m.rows, **matmul_params(R, TB, lanes, None if x_storage else T * m.cols // 4)}
         k = lib.kernel("matmul", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
-        _run(dev, k, {0: buf, 1: xb, 2: group, 3: out}, ceil(nrows / R / 16))
+        _run(dev, k, {**weight_bindings(buf), 1: xb, 2: group, 3: out}, ceil(nrows / R / 16))
     return _read(dev, out, T * m.rows).reshape(T, m.rows)
 
 
@@ -141,21 +149,22 @@ def test_device_dequantization_is_gguf_bit_for_bit(gpu, gtype):
     m = pack_ggml(gtype, data, cols, gtype)
     np.testing.assert_array_equal(dequantize(m), ref)
     # a small binding limit splits the rows into chunks: each chunk starts at its own word
-    for max_binding in (1 << 20, 64 * m.row_bytes() + 8):
-        got = device_embed(gpu, upload(gpu.device, m, max_binding, gtype))
+    for max_binding, textures in [(1 << 20, t) for t in layouts(gtype)] + [(64 * m.row_bytes() + 8, False)]:
+        got = device_embed(gpu, upload(gpu.device, m, max_binding, gtype, textures))
         bad = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
-        assert bad.size == 0, (f"{gtype}: {bad.size} of {ref.size} values differ from gguf, first at "
+        assert bad.size == 0, (f"{gtype} textures={textures}: {bad.size} of {ref.size} values differ from gguf, first at "
                                f"{np.unravel_index(bad[0], ref.shape)}: {got.flat[bad[0]]!r} vs {ref.flat[bad[0]]!r}")
 
 
-@pytest.mark.parametrize("gtype", TYPES)
-def test_device_matvec_and_matmul_match_numpy(gpu, gtype):
+@pytest.mark.parametrize("gtype,textures", [(t, tex) for t in TYPES for tex in layouts(t)])
+def test_device_matvec_and_matmul_match_numpy(gpu, gtype, textures):
     rng = np.random.default_rng(7 + sum(map(ord, gtype)))
     rows, cols = shape_for(gtype)
     rows = 64
     data = random_rows(gtype, rows, cols, rng)
     W = gguf_values(gtype, data, rows, cols)
-    m = upload(gpu.device, pack_ggml(gtype, data, cols, gtype), 1 << 20, gtype)
+    m = upload(gpu.device, pack_ggml(gtype, data, cols, gtype), 1 << 20, gtype, textures)
+    assert {c[3] for c in m.chunks} == {TEXTURE_FORMATS[m.fmt][0] if textures else m.fmt}
     x = rng.standard_normal(cols).astype(np.float32)
     X = rng.standard_normal((11, cols)).astype(np.float32)  # 11 tokens: one full tile and a partial one
     XW, absXW = X.astype(np.float64) @ W.T.astype(np.float64), np.abs(X) @ np.abs(W).T
@@ -204,8 +213,30 @@ def test_shared_block_helpers_are_included_once_per_snippet():
     """Format snippets take their shared helpers from shaders/blocks/ through `//! include` lines."""
     from piegpu.model.shaders import includes, shader_source
     for fmt, want in (("q4_0", {"blocks/halfwords", "blocks/nibbles"}), ("q5_1", {"blocks/nibbles", "blocks/qh_bits"}),
-                      ("q5_k", {"blocks/nibbles", "blocks/k_scales", "blocks/k_block"}), ("q8_0", {"blocks/halfwords"})):
+                      ("q5_k", {"blocks/nibbles", "blocks/k_scales", "blocks/k_block"}), ("q8_0", {"blocks/halfwords"}),
+                      ("q8_0_tex", {"blocks/texture_weights"}), ("q4_1_tex", {"blocks/texture_weights", "blocks/nibbles"})):
         src = shader_source(f"formats/{fmt}")
-        assert includes(f"formats/{fmt}") == want and "//! include" not in src
+        storage = set() if fmt.endswith("_tex") else {"blocks/storage_weights"}
+        assert includes(f"formats/{fmt}") == want | storage and "//! include" not in src
         for fn in ("fn u32_at(", "fn nib4(", "fn hi4(", "fn sub_dm("):
             assert src.count(fn) <= 1, (fmt, fn)
+
+
+@pytest.mark.parametrize("gtype", TEXTURE_TYPES)
+def test_texture_layout_across_texel_rows_and_chunks(gpu, gtype, monkeypatch):
+    """Texel indices past the first 4096-texel row, and a matrix split into several textures, read right."""
+    from piegpu.model import gpu_weights
+    rng = np.random.default_rng(11)
+    rows, cols = 320, 1024  # Q8_0: 64 texels a row, so 64 rows fill one texel row
+    data = random_rows(gtype, rows, cols, rng)
+    W = gguf_values(gtype, data, rows, cols)
+    host = pack_ggml(gtype, data, cols, gtype)
+    whole = upload(gpu.device, host, 1 << 30, gtype, textures=True)
+    monkeypatch.setattr(gpu_weights, "TEXTURE_ROWS", 1)  # a chunk per texel row: 64 or 128 rows
+    split = upload(gpu.device, host, 1 << 30, gtype, textures=True)
+    assert len(whole.chunks) == 1 and len(split.chunks) > 2
+    x = rng.standard_normal(cols).astype(np.float32)
+    for m in (whole, split):
+        np.testing.assert_array_equal(device_embed(gpu, m), W)
+        tol = 4 * cols * np.finfo(np.float32).eps * (np.abs(W) @ np.abs(x))
+        assert (np.abs(device_matvec(gpu, m, x) - W.astype(np.float64) @ x) <= tol).all()

@@ -50,8 +50,11 @@ const harness = (() => {
 
   function layoutFor(bindings) {
     const entries = bindings.map(([binding, kind]) => {
+      if (kind === "texture-uint") {
+        return {binding, visibility: GPUShaderStage.COMPUTE, texture: {sampleType: "uint", viewDimension: "2d"}};
+      }
       const type = BUFFER_TYPES[kind];
-      if (!type) throw new Error(`unknown binding kind ${kind} (use ${Object.keys(BUFFER_TYPES)})`);
+      if (!type) throw new Error(`unknown binding kind ${kind} (use ${Object.keys(BUFFER_TYPES)}, texture-uint)`);
       return {binding, visibility: GPUShaderStage.COMPUTE, buffer: {type}};
     });
     const group = device.createBindGroupLayout({entries});
