@@ -52,9 +52,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let xs4 = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
     let xsum = xs4.x + xs4.y + xs4.z + xs4.w;
-    for (var rr = 0u; rr < R; rr++) {
-      acc[rr] += block_dot((r0 + rr) * (NB * WB) + b * WB, x0, x1, x2, x3, x4, x5, x6, x7, xsum);
-    }
+{{ROW_DOTS}}
   }
   epilogue(0u, ROW0 + r0, acc);
 }

@@ -9,9 +9,9 @@ have different types (Q4_K_M files keep v in Q6_K) stays in parts, one format ea
 
 On lavapipe (Device.texture_weights) Q4_1 and Q8_0 matrices go up as textures instead
 (TextureWeights, formats q4_1_tex / q8_0_tex): the same bytes of GGUF's blocks, moved so
-that a block's quants are whole rgba32uint texels and its scales an r32uint texel, because
-llvmpipe gathers a texel fetch for all lanes at once where it loops over the lanes of a
-storage load.
+that a block's quants are whole rgba32uint texels and the scale words of four rows' block
+one texel, because llvmpipe loads a texel for all lanes at once where it loops over the
+lanes of a storage load.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ TEXTURE_FORMATS = {"q4_1": ("q4_1_tex", 1, _q4_1_texels), "q8_0": ("q8_0_tex", 2
 
 @dataclass
 class TextureWeights:
-    """A row chunk of a matrix as two textures: quants (rgba32uint) and scales (r32uint)."""
+    """A row chunk of a matrix as two rgba32uint textures: quants, and scales four rows a texel."""
 
     quants: object  # wgpu texture views
     scales: object
@@ -171,6 +171,14 @@ class TextureWeights:
     def bindings(self) -> dict:
         """{binding: view} as shaders/blocks/texture_weights.wgsl declares them."""
         return {0: self.quants, 15: self.scales}
+
+
+def _scale_texels(scales: np.ndarray, rows: int) -> np.ndarray:
+    """Scale words [rows * NB] as texels [ceil(rows / 4) * NB, 4]: rows 4i..4i+3 of block b at i NB + b."""
+    nb = scales.size // rows
+    padded = np.zeros((-(-rows // 4) * 4, nb), np.uint32)
+    padded[:rows] = scales.reshape(rows, nb)
+    return padded.reshape(-1, 4, nb).transpose(0, 2, 1).reshape(-1, 4)
 
 
 def weight_bindings(chunk_buffer) -> dict:
@@ -209,18 +217,16 @@ def upload(device, m, max_binding_bytes: int, label: str, textures: bool = False
     return g
 
 
-def _texture(device, words: np.ndarray, label: str):
-    """A 2D texture view holding `words` (uint32 [n, 4] or [n]) as texels in rows of TEXEL_ROW."""
+def _texture(device, texels: np.ndarray, label: str):
+    """A 2D rgba32uint texture view holding `texels` (uint32 [n, 4]) in rows of TEXEL_ROW."""
     import wgpu
-    comps = 4 if words.ndim == 2 else 1
-    height = max(1, -(-words.shape[0] // TEXEL_ROW))
-    padded = np.zeros((height * TEXEL_ROW, comps), np.uint32)
-    padded[:words.shape[0]] = words.reshape(-1, comps)
-    fmt = wgpu.TextureFormat.rgba32uint if comps == 4 else wgpu.TextureFormat.r32uint
-    tex = device.create_texture(size=(TEXEL_ROW, height, 1), format=fmt, label=label,
+    height = max(1, -(-texels.shape[0] // TEXEL_ROW))
+    padded = np.zeros((height * TEXEL_ROW, 4), np.uint32)
+    padded[:texels.shape[0]] = texels
+    tex = device.create_texture(size=(TEXEL_ROW, height, 1), format=wgpu.TextureFormat.rgba32uint, label=label,
                                 usage=wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.COPY_DST)
-    device.queue.write_texture({"texture": tex}, padded, {"bytes_per_row": TEXEL_ROW * 4 * comps,
-                                                          "rows_per_image": height}, (TEXEL_ROW, height, 1))
+    device.queue.write_texture({"texture": tex}, padded, {"bytes_per_row": TEXEL_ROW * 16, "rows_per_image": height},
+                               (TEXEL_ROW, height, 1))
     return tex.create_view(), padded.nbytes
 
 
@@ -233,7 +239,8 @@ def _upload_textures(device, m: HostMatrix, label: str, g: GpuMatrix, first: int
         blocks = np.ascontiguousarray(m.data[r0: r0 + per_chunk]).reshape(-1, block_bytes)
         quants, scales = texels(blocks)
         qv, qbytes = _texture(device, quants, f"{label}[{first + r0}:].quants")
-        sv, sbytes = _texture(device, scales, f"{label}[{first + r0}:].scales")
+        sv, sbytes = _texture(device, _scale_texels(scales, min(per_chunk, m.rows - r0)),
+                              f"{label}[{first + r0}:].scales")
         g.chunks.append((TextureWeights(qv, sv, qbytes + sbytes), first + r0, min(per_chunk, m.rows - r0), fmt))
 
 

@@ -18,7 +18,7 @@ from .. import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix, weight_bindings
-from .shader_code import lane_code, lane_heads, matmul_params, seq_code
+from .shader_code import four_rows, lane_code, lane_heads, matmul_params, matvec_dots, seq_code
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
@@ -263,13 +263,15 @@ class Kernels:
                 bufs = {**weight_bindings(buf), 1: (x, t0 * row_bytes, window * row_bytes), **ep_bufs}
                 if decode:
                     name = "matvec_decode"
-                    params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps))
+                    params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps),
+                                  ROW_DOTS=matvec_dots(R, four_rows(fmt, R, nrows)))
                     bufs[2] = (norm if norm is not None else gpu.zeros(m.cols), 0, row_bytes)  # unused without NORM
                 else:
                     name = "matmul"
                     xv4 = None if x_storage else per * m.cols // 4
                     # the last group's tile fits its tokens (a 37-token prompt: 5 tokens in 8, not 16)
-                    params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4))
+                    params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4,
+                                                four_rows(fmt, R, nrows)))
                     bufs[2] = gpu.params(tn, t0)
                 k = gpu.lib.kernel(name, params, snippets)
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)

@@ -51,7 +51,7 @@ def seq_code(G: int, kind: str, HD4: int = 0, HG: int = 1) -> dict:
 
 
 @lru_cache(maxsize=None)
-def tile_code(R: int, TB: int, lanes: int = 0) -> str:
+def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
     Per 32-weight block: every row's 8 vec4s decoded to f32 once (d q + m), every token's 8 x
@@ -61,6 +61,8 @@ def tile_code(R: int, TB: int, lanes: int = 0) -> str:
     lane. On lavapipe a uniform-binding load at a computed index is a gather of every lane's
     address and a broadcast is far cheaper: the default model's Q4_1 gate/up at 128 tokens took
     0.62x the time of the 8-load form, its Q8_0 logits 0.72x (benchmarks/kernels.py --prefill).
+    four (a texture format, R a multiple of 4, row-aligned tiles): one block_scales4 fetch gives
+    four rows' scale words (see matvec_dots).
     """
     out = []
     add = out.append
@@ -72,7 +74,12 @@ def tile_code(R: int, TB: int, lanes: int = 0) -> str:
     add("for (var b = 0u; b < NB; b++) {")
     for rr in range(R):
         add(f"  let wb{rr} = (r0 + {rr}u) * (NB * WB) + b * WB;")
-        add(f"  let dm{rr} = block_dm(wb{rr});")
+        if not four:
+            add(f"  let dm{rr} = block_dm(wb{rr});")
+        elif rr % 4 == 0:
+            add(f"  let sw{rr} = block_scales4(r0 + {rr}u, b);")
+        if four:
+            add(f"  let dm{rr} = dm_of(sw{rr - rr % 4}.{'xyzw'[rr % 4]});")
         for j in range(8):
             add(f"  let q{rr}_{j} = dm{rr}.x * block_q(wb{rr}, {j}u) + dm{rr}.y;")
     for tt in range(TB):
@@ -201,9 +208,33 @@ def lane_heads(group: int) -> int:
     return max(h for h in range(1, 5) if group % h == 0)
 
 
-def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None) -> dict:
+def four_rows(fmt: str, R: int, rows: int) -> bool:
+    """Whether a kernel of R rows an invocation over `rows` rows of format `fmt` fetches scales 4 rows at once.
+
+    The texture formats keep 4 rows' scale words in one texel (shaders/blocks/texture_weights.wgsl):
+    one fetch instead of four (a 1-channel fetch is a hardware gather on lavapipe, slower than a
+    4-channel one). Needs invocations that start on a multiple of 4 rows.
+    """
+    return fmt.endswith("_tex") and R % 4 == 0 and rows % 4 == 0
+
+
+@lru_cache(maxsize=None)
+def matvec_dots(R: int, four: bool) -> str:
+    """The row loop of matvec_decode.wgsl: acc[rr] += block b's dot for each of the R rows."""
+    args = "x0, x1, x2, x3, x4, x5, x6, x7, xsum"
+    if not four:
+        return ("    for (var rr = 0u; rr < R; rr++) {\n"
+                f"      acc[rr] += block_dot((r0 + rr) * (NB * WB) + b * WB, {args});\n    }}")
+    out = ["    for (var rr = 0u; rr < R; rr += 4u) {", "      let sw = block_scales4(r0 + rr, b);"]
+    for i, c in enumerate("xyzw"):
+        out.append(f"      acc[rr + {i}u] += block_dot_dm((r0 + rr + {i}u) * (NB * WB) + b * WB, dm_of(sw.{c}), {args});")
+    out.append("    }")
+    return "\n".join(out)
+
+
+def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool = False) -> dict:
     """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's
     binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token."""
     x = f"var<uniform> x: array<vec4<f32>, {x_vec4s}>;" if x_vec4s else "var<storage, read> x: array<vec4<f32>>;"
-    return {"TILE": tile_code(R, TB, lanes), "TB": TB, "X_BINDING": x,
+    return {"TILE": tile_code(R, TB, lanes, four), "TB": TB, "X_BINDING": x,
             "LANE": ", @builtin(subgroup_invocation_id) lane: u32" if lanes else ""}

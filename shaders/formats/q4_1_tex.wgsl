@@ -1,5 +1,5 @@
 // Weight format Q4_1 (GGML) in textures (blocks/texture_weights): block wb's 4 words of nibbles
-// are texel wb of wq, its (d, m) f16 pair texel wb of wd. Weight j of the block is d * q_j + m,
+// are texel wb of wq, its (d, m) f16 pair the block's scale word. Weight j of the block is d * q_j + m,
 // q_j the low nibble of byte j for j < 16 and the high nibble of byte j - 16 otherwise -- the
 // values of formats/q4_1.wgsl (GGUF's bytes, moved, not converted).
 //! include blocks/texture_weights
@@ -7,19 +7,28 @@ const WB: u32 = 1u;
 
 //! include blocks/nibbles
 
-// sum_j w_j * x_j over one block; xsum = sum_j x_j (the min term factors out).
-fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
+// (d, m) of a scale word: weight = d q + m.
+fn dm_of(word: u32) -> vec2<f32> {
+  return unpack2x16float(word);
+}
+
+// sum_j w_j * x_j over one block given its (d, m); xsum = sum_j x_j (the min term factors out).
+fn block_dot_dm(wb: u32, dm: vec2<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+                x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
   let v = q_texel(wb);
   let s = nib4(v.x, 0u) * x0 + nib4(v.y, 0u) * x1 + nib4(v.z, 0u) * x2 + nib4(v.w, 0u) * x3
         + nib4(v.x, 4u) * x4 + nib4(v.y, 4u) * x5 + nib4(v.z, 4u) * x6 + nib4(v.w, 4u) * x7;
-  let dm = unpack2x16float(d_word(wb));
   return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
+}
+
+fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
+  return block_dot_dm(wb, dm_of(scale_word(wb)), x0, x1, x2, x3, x4, x5, x6, x7, xsum);
 }
 
 // The 32 weights of one block as f32 (embedding rows), as gguf computes them: d * q + m.
 fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
-  let dm = unpack2x16float(d_word(wb));
+  let dm = block_dm(wb);
   let v = q_texel(wb);
   var out = array<vec4<f32>, 8>();
   for (var j = 0u; j < 4u; j++) {
@@ -35,5 +44,5 @@ fn block_q(wb: u32, j: u32) -> vec4<f32> {
 }
 
 fn block_dm(wb: u32) -> vec2<f32> {
-  return unpack2x16float(d_word(wb));
+  return dm_of(scale_word(wb));
 }

@@ -1,6 +1,6 @@
 // Weight format Q8_0 (GGML) in textures (blocks/texture_weights): block i's 32 signed bytes are
 // texels 2i and 2i + 1 of wq (WB = 2 texels a block), its scale d (GGUF's f16, widened to f32
-// bits: exact) texel i of wd. Weight j is d * q_j, the values of formats/q8_0.wgsl. The dot
+// bits: exact) the block's scale word. Weight j is d * q_j, the values of formats/q8_0.wgsl. The dot
 // product flips each byte's sign bit (q + 128) and subtracts 128 * sum(x).
 //! include blocks/texture_weights
 const WB: u32 = 2u;
@@ -9,18 +9,28 @@ fn ub4(v: u32) -> vec4<f32> {
   return vec4<f32>(f32(v & 255u), f32((v >> 8u) & 255u), f32((v >> 16u) & 255u), f32(v >> 24u));
 }
 
-fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
+// (d, m) of a scale word: weight = d (q + 128) + m, m = -128 d.
+fn dm_of(word: u32) -> vec2<f32> {
+  let d = bitcast<f32>(word);
+  return vec2<f32>(d, -128.0 * d);
+}
+
+fn block_dot_dm(wb: u32, dm: vec2<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+                x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
   let a = q_texel(wb) ^ vec4<u32>(0x80808080u);
   let b = q_texel(wb + 1u) ^ vec4<u32>(0x80808080u);
   let s = ub4(a.x) * x0 + ub4(a.y) * x1 + ub4(a.z) * x2 + ub4(a.w) * x3
         + ub4(b.x) * x4 + ub4(b.y) * x5 + ub4(b.z) * x6 + ub4(b.w) * x7;
-  let d = bitcast<f32>(d_word(wb / WB));
-  return d * ((s.x + s.y + s.z + s.w) - 128.0 * xsum);
+  return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
+}
+
+fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
+             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
+  return block_dot_dm(wb, dm_of(scale_word(wb)), x0, x1, x2, x3, x4, x5, x6, x7, xsum);
 }
 
 fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
-  let d = bitcast<f32>(d_word(wb / WB));
+  let d = bitcast<f32>(scale_word(wb));
   var out = array<vec4<f32>, 8>();
   for (var j = 0u; j < 8u; j++) {
     out[j] = d * (ub4(q_texel(wb + j / 4u)[j % 4u] ^ 0x80808080u) - 128.0);
@@ -35,6 +45,5 @@ fn block_q(wb: u32, j: u32) -> vec4<f32> {
 }
 
 fn block_dm(wb: u32) -> vec2<f32> {
-  let d = bitcast<f32>(d_word(wb / WB));
-  return vec2<f32>(d, -128.0 * d);
+  return dm_of(scale_word(wb));
 }

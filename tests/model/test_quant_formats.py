@@ -18,7 +18,7 @@ import pytest
 from piegpu import channel_layout
 from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, GpuMatrix, dequantize, pack_ggml, upload,
                                       weight_bindings)
-from piegpu.model.shader_code import matmul_params
+from piegpu.model.shader_code import four_rows, matmul_params, matvec_dots
 from piegpu.model.shaders import ShaderLibrary
 
 # f16 fields of each block type: byte offsets of the scales and mins (the rest is random bits)
@@ -96,17 +96,18 @@ def device_embed(gpu, m: GpuMatrix) -> np.ndarray:
     return _read(dev, out, T * m.cols).reshape(T, m.cols)
 
 
-def device_matvec(gpu, m: GpuMatrix, x: np.ndarray) -> np.ndarray:
-    """W x through matvec_decode.wgsl with the store epilogue, R rows per invocation."""
+def device_matvec(gpu, m: GpuMatrix, x: np.ndarray, R: int = 4) -> np.ndarray:
+    """W x through matvec_decode.wgsl with the store epilogue, R rows per invocation (the texture
+    formats: scales fetched 4 rows at once where R allows, else row by row)."""
     dev = gpu.device
     lib = ShaderLibrary(dev)
     out = _out(dev, m.rows)
     xb, zero = _data(dev, x.astype(np.float32), True), _data(dev, np.zeros(m.cols, np.float32), True)
     for buf, row0, nrows, fmt in m.chunks:
-        params = {"R": 4, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "K4": m.cols // 4,
-                  "NORM": False, "EPS": 1e-5, "OUT_STRIDE": m.rows}
+        params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "K4": m.cols // 4,
+                  "NORM": False, "EPS": 1e-5, "OUT_STRIDE": m.rows, "ROW_DOTS": matvec_dots(R, four_rows(fmt, R, nrows))}
         k = lib.kernel("matvec_decode", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
-        _run(dev, k, {**weight_bindings(buf), 1: xb, 2: zero, 3: out}, ceil(nrows / 4 / 16))
+        _run(dev, k, {**weight_bindings(buf), 1: xb, 2: zero, 3: out}, ceil(nrows / R / 16))
     return _read(dev, out, m.rows)
 
 
@@ -126,7 +127,8 @@ def device_matmul(gpu, m: GpuMatrix, X: np.ndarray, R: int = 4, TB: int = 8, lan
     group = _data(dev, np.array([T, 0, 0, 0], np.uint32), True)
     for buf, row0, nrows, fmt in m.chunks:
         params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16,
-                  "OUT_STRIDE": m.rows, **matmul_params(R, TB, lanes, None if x_storage else T * m.cols // 4)}
+                  "OUT_STRIDE": m.rows, **matmul_params(R, TB, lanes, None if x_storage else T * m.cols // 4,
+                                                        four_rows(fmt, R, nrows))}
         k = lib.kernel("matmul", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
         _run(dev, k, {**weight_bindings(buf), 1: xb, 2: group, 3: out}, ceil(nrows / R / 16))
     return _read(dev, out, T * m.rows).reshape(T, m.rows)
@@ -169,8 +171,11 @@ def test_device_matvec_and_matmul_match_numpy(gpu, gtype, textures):
     X = rng.standard_normal((11, cols)).astype(np.float32)  # 11 tokens: one full tile and a partial one
     XW, absXW = X.astype(np.float64) @ W.T.astype(np.float64), np.abs(X) @ np.abs(W).T
     lanes = gpu.subgroup_lanes  # the subgroup form where the adapter runs it (lavapipe), else the plain one again
-    cases = [("matvec", device_matvec(gpu, m, x), W.astype(np.float64) @ x, np.abs(W) @ np.abs(x)),
+    Wx, absWx = W.astype(np.float64) @ x, np.abs(W) @ np.abs(x)
+    cases = [("matvec", device_matvec(gpu, m, x), Wx, absWx),
+             ("matvec 2 rows an invocation", device_matvec(gpu, m, x, 2), Wx, absWx),
              ("matmul 4x8", device_matmul(gpu, m, X), XW, absXW),
+             ("matmul 2x8", device_matmul(gpu, m, X, 2), XW, absXW),
              ("matmul 8x16 subgroup", device_matmul(gpu, m, X, 8, 16, lanes), XW, absXW),
              ("matmul 4x4 subgroup", device_matmul(gpu, m, X, 4, 4, lanes), XW, absXW),
              ("matmul 8x16 subgroup, x in storage", device_matmul(gpu, m, X, 8, 16, lanes, True), XW, absXW)]
