@@ -3,9 +3,10 @@
 One pass of T tokens: embed (token ids read from a channel on the device); per layer:
 attention norm -> QKV -> RoPE + KV write -> attention -> output projection + residual
 -> FFN norm -> gate/up -> SwiGLU -> down projection + residual; final norm; logits of
-the readout rows. Decode (T = 1) folds each RMSNorm into the matvec that reads it
-(5 dispatches per layer); prefill normalizes in a dispatch of its own, because its
-matvecs read x in token groups.
+the readout rows. Each RMSNorm is folded into the matvec that reads it (5 dispatches per
+layer): the decode matvec normalizes x as it reads it, the subgroup matmul of several
+tokens scales its dot products by each token's 1 / rms (Kernels.folds_norm); on adapters
+without that matmul, passes of several tokens normalize in a dispatch of their own.
 
 Family steps (model/family.py) are chosen here from the config, not by a forward per
 family: a QKV bias or per-head q/k norm runs between the QKV projection and RoPE (the
@@ -39,13 +40,13 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
     `tokens` is the channel buffer holding the pass's token ids; the logits of token
     rows [first, first + rows) land in s.logits.
     """
-    decode = k.decode
+    fold = k.decode or k.folds_norm
     k.embed(w.embed, tokens, out=s.h, binds=ws.binds)
     for i, layer in enumerate(w.layers):
         rope = w.rope_table(ws.max_tokens, i)
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h)))))
-        if decode:
-            x, norm = s.h, layer.input_norm  # the decode matvec normalizes as it reads
+        if fold:
+            x, norm = s.h, layer.input_norm  # the matvec normalizes as it reads
         else:
             k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
             x, norm = s.hn, None
@@ -60,7 +61,7 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
                     window=k.config.window(i))
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
-        if decode:
+        if fold:
             x, norm = s.h, layer.post_norm
         else:
             k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
@@ -68,8 +69,8 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
         k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
         add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
     # final norm + logits of the readout rows
-    if decode:
-        k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=1, key=("lm",))
+    if rows == 1 or (fold and first == 0):  # one row from anywhere, several from row 0
+        k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=rows, key=("lm", first, rows), first=first)
     else:
         k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows))
         k.logits(w.lm_head, s.hn, None, out=s.logits, rows=rows, key=("lm", first, rows))
@@ -91,16 +92,22 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
     for i, layer in enumerate(w.layers):
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
         rope = w.rope_table(positions, i)
-        k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
-        k.qkv(layer.qkv, s.hn, out=s.qkv, key=(i, "qkv"))
+        if k.folds_norm:
+            k.qkv(layer.qkv, s.h, out=s.qkv, key=(i, "qkv"), norm=layer.input_norm)
+        else:
+            k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
+            k.qkv(layer.qkv, s.hn, out=s.qkv, key=(i, "qkv"))
         if w.qk_prep:
             k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
         for group in groups:  # several sequences' KV caches bound in one dispatch each
             k.rope_attention_seqs(s.qkv, s.q, rope, s.o, group, i)
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
-        k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
-        k.gate_up_swiglu(layer.gate_up, s.hn, None, out=s.act, key=(i, "gu"))
+        if k.folds_norm:
+            k.gate_up_swiglu(layer.gate_up, s.h, layer.post_norm, out=s.act, key=(i, "gu"))
+        else:
+            k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
+            k.gate_up_swiglu(layer.gate_up, s.hn, None, out=s.act, key=(i, "gu"))
         add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
     # final norm of each sequence's readout rows, gathered in order (adjacent ones in one dispatch: a
     # decode pass's are all adjacent); logits of all of them
@@ -110,6 +117,10 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
             runs[-1][1] += rows
         else:
             runs.append([first, rows])
+    if k.folds_norm and len(runs) == 1 and (runs[0][0] == 0 or runs[0][1] == 1):  # a decode batch's rows: all of h
+        first, rows = runs[0]
+        k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=rows, key=("lm", first, rows), first=first)
+        return
     row = 0
     for first, rows in runs:
         k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows, row), out_first=row)

@@ -58,9 +58,10 @@ class Scratch:
         def buf(n, label):
             return d.create_buffer(size=max(16, n * 4), usage=use, label=label)
         # Prefill matvecs read x through a window of a whole token group (up to max_uniform
-        # bytes) from the group's first token, so buffers read that way get one window of slack.
+        # bytes) from the group's first token, so buffers read that way get one window of slack
+        # (the residual stream too: matmuls that fold the RMSNorm in read it directly).
         pad = model.max_uniform // 4 if T > 1 else 0
-        self.h = buf(T * c.hidden_size, "hidden")
+        self.h = buf(T * c.hidden_size + pad, "hidden")
         self.hn = buf(max(T, rows) * c.hidden_size + pad, "hidden-normed")
         self.q = buf(T * qr, "q")
         self.o = buf(T * qr + pad, "attn-out")

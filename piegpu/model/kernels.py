@@ -117,6 +117,11 @@ class Kernels:
         self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
                           groups, "attention", self.scope + key + (n, first), binds)
 
+    @property
+    def folds_norm(self) -> bool:
+        """Whether matvecs of several tokens fold the RMSNorm in (the subgroup matmul) instead of a norm dispatch."""
+        return self.gpu.dev.subgroup_lanes > 0
+
     def seqs_per_dispatch(self) -> int:
         """How many sequences one attention / rope_kv_seqs dispatch binds (3 storage buffers each)."""
         return max(1, (self.gpu.dev.limits.get("max-storage-buffers-per-shader-stage", 8) - 3) // 3)
@@ -206,9 +211,11 @@ class Kernels:
         epilogue = {"silu": "swiglu", "gelu_tanh": "geglu"}[self.config.family.act]
         self._matvec(w, x, self.T, norm, epilogue, {"OUT_STRIDE": self.config.intermediate_size}, {3: out}, key)
 
-    def logits(self, w: GpuMatrix, x, norm, out, rows: int, key: tuple) -> None:
-        """out[r] = W x[r] for the readout rows."""
-        self._matvec(w, x, rows, norm, "store", {"OUT_STRIDE": self.config.vocab_size}, {3: out}, key)
+    def logits(self, w: GpuMatrix, x, norm, out, rows: int, key: tuple, first: int = 0) -> None:
+        """out[r] = W x[first + r] for the readout rows (one row may start anywhere; several start at 0)."""
+        if first and rows > 1:
+            raise ValidationError("internal: several logits rows start at row 0 of x")
+        self._matvec(w, x, rows, norm, "store", {"OUT_STRIDE": self.config.vocab_size}, {3: out}, key, x_row=first)
 
     def advance(self, state, keep=None, tokens: int | None = None, binds: dict | None = None) -> None:
         """state[0] += tokens (default T) after the pass, or += min(count, T) taken from the `keep` channel."""
@@ -223,16 +230,17 @@ class Kernels:
 
     # ---- matvec plumbing --------------------------------------------------------------------
     def _matvec(self, m: GpuMatrix, x, tokens: int, norm, epilogue: str, ep_params: dict, ep_bufs: dict,
-                key: tuple, splits: tuple = (), binds: dict | None = None) -> None:
-        """y = W x (+ epilogue) for `tokens` rows of x, over every row chunk of W.
+                key: tuple, splits: tuple = (), binds: dict | None = None, x_row: int = 0) -> None:
+        """y = W x (+ epilogue) for `tokens` rows of x (one token: at row x_row), over every row chunk of W.
 
         One token reads x through a uniform binding with the norm folded in; several
-        tokens are split into groups whose x fits one uniform binding, x already normalized.
+        tokens are split into groups whose x fits one uniform binding, the norm folded in
+        where the adapter runs the subgroup matmul (folds_norm), else x already normalized.
         """
         gpu = self.gpu
         decode = tokens == 1
-        if not decode and norm is not None:
-            raise ValidationError("internal: prefill matvecs take normalized x")
+        if not decode and norm is not None and not self.folds_norm:
+            raise ValidationError("internal: prefill matvecs take normalized x here")
         row_bytes = m.cols * 4
         x_storage = False
         if decode:
@@ -260,7 +268,7 @@ class Kernels:
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
                 window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)
-                bufs = {**weight_bindings(buf), 1: (x, t0 * row_bytes, window * row_bytes), **ep_bufs}
+                bufs = {**weight_bindings(buf), 1: (x, (x_row + t0) * row_bytes, window * row_bytes), **ep_bufs}
                 if decode:
                     name = "matvec_decode"
                     params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps),
@@ -269,10 +277,13 @@ class Kernels:
                 else:
                     name = "matmul"
                     xv4 = None if x_storage else per * m.cols // 4
+                    fold = None if norm is None else (m.cols // 4, self.config.rms_norm_eps)
                     # the last group's tile fits its tokens (a 37-token prompt: 5 tokens in 8, not 16)
                     params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4,
-                                                four_rows(fmt, R, nrows)))
+                                                four_rows(fmt, R, nrows), fold))
                     bufs[2] = gpu.params(tn, t0)
+                    if norm is not None:
+                        bufs[14] = (norm, 0, row_bytes)
                 k = gpu.lib.kernel(name, params, snippets)
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)
 

@@ -51,7 +51,7 @@ def seq_code(G: int, kind: str, HD4: int = 0, HG: int = 1) -> dict:
 
 
 @lru_cache(maxsize=None)
-def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False) -> str:
+def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = False) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
     Per 32-weight block: every row's 8 vec4s decoded to f32 once (d q + m), every token's 8 x
@@ -63,12 +63,21 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False) -> str:
     0.62x the time of the 8-load form, its Q8_0 logits 0.72x (benchmarks/kernels.py --prefill).
     four (a texture format, R a multiple of 4, row-aligned tiles): one block_scales4 fetch gives
     four rows' scale words (see matvec_dots).
+    norm (with lanes): x is the raw residual stream and the layer's RMSNorm is folded in, as in the
+    decode matvec: the tile multiplies x * norm_w, each lane sums the squares of the x vec4s it
+    loads, and after the blocks each token's dot products are scaled by 1 / rms (a subgroupAdd of
+    those sums) -- the norm's own dispatch and its pass over x are gone (two dispatches a layer).
     """
+    if norm and not lanes:
+        raise ValueError("the RMSNorm fold of the matmul needs the subgroup form")
     out = []
     add = out.append
     for rr in range(R):
         for tt in range(TB):
             add(f"var a{rr}_{tt} = 0.0;")
+    if norm:
+        for tt in range(TB):
+            add(f"var ss{tt} = 0.0;")
     for tt in range(TB):
         add(f"let xo{tt} = min(t0 + {tt}u, T - 1u) * NB * 8u;")
     add("for (var b = 0u; b < NB; b++) {")
@@ -82,8 +91,14 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False) -> str:
             add(f"  let dm{rr} = dm_of(sw{rr - rr % 4}.{'xyzw'[rr % 4]});")
         for j in range(8):
             add(f"  let q{rr}_{j} = dm{rr}.x * block_q(wb{rr}, {j}u) + dm{rr}.y;")
+    if norm:
+        add("  let nwl = norm_w[b * 8u + (lane & 7u)];")
     for tt in range(TB):
-        if lanes:
+        if norm:
+            add(f"  let xr{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
+            add(f"  ss{tt} += dot(xr{tt}, xr{tt});")
+            add(f"  let xl{tt} = xr{tt} * nwl;")
+        elif lanes:
             add(f"  let xl{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
         for j in range(8):
             add(f"  let x{tt}_{j} = " + (f"subgroupBroadcast(xl{tt}, {j}u);" if lanes else f"x[xo{tt} + b * 8u + {j}u];"))
@@ -92,7 +107,9 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False) -> str:
             add(f"  a{rr}_{tt} += s{rr}_{tt}.x + s{rr}_{tt}.y + s{rr}_{tt}.z + s{rr}_{tt}.w;")
     add("}")
     for tt in range(TB):
-        accs = ", ".join(f"a{rr}_{tt}" for rr in range(R))
+        if norm:
+            add(f"let sc{tt} = inverseSqrt(subgroupAdd(ss{tt}) / f32(NB * 32u) + EPS);")
+        accs = ", ".join(f"a{rr}_{tt}" + (f" * sc{tt}" if norm else "") for rr in range(R))
         add(f"if (live && t0 + {tt}u < T) {{ epilogue(TOK0 + t0 + {tt}u, ROW0 + r0, array<f32, R>({accs})); }}")
     return "\n".join("    " + line for line in out)
 
@@ -232,9 +249,16 @@ def matvec_dots(R: int, four: bool) -> str:
     return "\n".join(out)
 
 
-def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool = False) -> dict:
+def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool = False,
+                  norm: tuple | None = None) -> dict:
     """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's
-    binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token."""
+    binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token.
+
+    norm = (vec4s a row, eps): the RMSNorm folded in (tile_code), its weights at binding 14.
+    """
     x = f"var<uniform> x: array<vec4<f32>, {x_vec4s}>;" if x_vec4s else "var<storage, read> x: array<vec4<f32>>;"
-    return {"TILE": tile_code(R, TB, lanes, four), "TB": TB, "X_BINDING": x,
+    if norm:
+        x += (f"\n@group(0) @binding(14) var<uniform> norm_w: array<vec4<f32>, {norm[0]}>;"
+              f"\nconst EPS: f32 = {float(norm[1])!r};")
+    return {"TILE": tile_code(R, TB, lanes, four, norm is not None), "TB": TB, "X_BINDING": x,
             "LANE": ", @builtin(subgroup_invocation_id) lane: u32" if lanes else ""}

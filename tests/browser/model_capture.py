@@ -23,6 +23,7 @@ import pytest
 
 from piegpu.errors import CompileError
 from piegpu.model import shaders
+from piegpu.model.shader_code import matvec_dots, tile_code
 from piegpu.model.shaders import compose
 from piegpu.runtime import pipeline
 
@@ -93,6 +94,20 @@ def snippet_files(slot: str) -> list:
                   if f.name.endswith(".wgsl"))
 
 
+def for_format(params: dict, snippet: str) -> dict:
+    """params with their generated row code redone for format `snippet`: lavapipe's texture formats read 4 rows'
+    scales in one fetch (shader_code.four_rows), which the other formats' snippets do not define."""
+    if snippet.endswith("_tex"):
+        return params
+    out = dict(params)
+    if "ROW_DOTS" in params:
+        out["ROW_DOTS"] = matvec_dots(params["R"], False)
+    if "TILE" in params:
+        out["TILE"] = tile_code(params["R"], params["TB"], 8 if params.get("LANE") else 0, False,
+                                "norm_w" in params.get("X_BINDING", ""))
+    return out
+
+
 def with_every_snippet(specs: list) -> list:
     """specs, plus every FORMAT and EPILOGUE snippet the recorded ones lack, each composed once per shader.
 
@@ -111,6 +126,8 @@ def with_every_snippet(specs: list) -> list:
                 fits = []
                 for n, params, sn in specs:
                     if n == name and slot in sn:
+                        if slot == "FORMAT":
+                            params = for_format(params, snippet)
                         try:
                             fits.append((len(compose(n, params, {**sn, slot: snippet})), params, {**sn, slot: snippet}))
                         except CompileError:
