@@ -5,9 +5,10 @@ call that feeds its shader (and in the per-sequence bindings model/shader_code.p
 for it); model/forward.py reads as named steps on top of these.
 
 A matvec is matvec_decode.wgsl (one token: x read through a uniform binding with the
-RMSNorm folded in) or matmul.wgsl (token groups in register tiles, x already normalized), each
-composed with a weight FORMAT snippet (shaders/formats/) and an EPILOGUE snippet
-(shaders/epilogues/) whose buffers sit at bindings 3 and up.
+RMSNorm folded in) or matmul.wgsl (token groups in register tiles; the RMSNorm folded in on
+the subgroup path, its weights at binding 14, else x already normalized), each composed
+with a weight FORMAT snippet (shaders/formats/: the weights at binding 0, lavapipe's texture
+formats also 15) and an EPILOGUE snippet (shaders/epilogues/) whose buffers sit at bindings 3 and up.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ class Kernels:
                       "SCALE": float(c.hidden_size ** 0.5) if c.family.embed_scale else 1.0,
                       **channel_layout.shader_params()}
             k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{fmt}"})
-            self.rec.dispatch(k, {**weight_bindings(buf), 1: tokens, 2: out}, (ceil(self.T * c.hidden_size // 32 / 64), 1, 1),
-                              "embed", self.scope + ("embed", row0, tokens), binds)
+            groups = (ceil(self.T * c.hidden_size // 32 / 64), 1, 1)
+            self.rec.dispatch(k, {**weight_bindings(buf), 1: tokens, 2: out}, groups, "embed",
+                              self.scope + ("embed", row0, tokens), binds)
 
     def rmsnorm(self, x, weight, out, tokens: int, first: int, key: tuple, out_first: int = 0,
                 add: bool = False) -> None:
