@@ -68,8 +68,10 @@ def main() -> None:
     for entry in plan:
         roles[entry[3]].append(entry)
     layer = g.layers[0]
-    fmt = {"qkv": layer.qkv.fmt, "o": layer.o.fmt, "gu": layer.gate_up.fmt, "down": layer.down.fmt,
-           "lm": g.lm_head.fmt, "embed": g.embed.fmt}
+    def chunk_formats(m) -> str:  # the formats the shaders read (lavapipe: the texture layouts, q4_1_tex ...)
+        return "+".join(dict.fromkeys(c[3] for c in m.chunks))
+    fmt = {"qkv": chunk_formats(layer.qkv), "o": chunk_formats(layer.o), "gu": chunk_formats(layer.gate_up),
+           "down": chunk_formats(layer.down), "lm": chunk_formats(g.lm_head), "embed": chunk_formats(g.embed)}
     rows = {"total": {"dispatches": len(plan), "ms": timed(g.device, plan, logits)}}
     for role, entries in roles.items():
         rows[role] = {"dispatches": len(entries), "ms": timed(g.device, entries, logits), "format": fmt.get(role, "")}
