@@ -266,7 +266,7 @@ class Kernels:
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
         for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
             snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}"}
-            R, wg = self.rows_per_invocation(nrows, *splits, decode=decode)
+            R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"))
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
                 window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)
@@ -289,7 +289,7 @@ class Kernels:
                 k = gpu.lib.kernel(name, params, snippets)
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)
 
-    def rows_per_invocation(self, rows: int, *multiples: int, decode: bool = False) -> tuple:
+    def rows_per_invocation(self, rows: int, *multiples: int, decode: bool = False, texture: bool = False) -> tuple:
         """(R, WG) for a matvec of `rows` rows: enough workgroups to fill the cores, R dividing the splits.
 
         The matmul (several tokens) runs 8 threads a workgroup when 16 would leave under 12
@@ -298,9 +298,15 @@ class Kernels:
         Decode on a CPU adapter takes up to 32 rows per invocation while that still leaves 6
         or more workgroups: on lavapipe, where more independent weight loads are in flight
         per lane, 16 rows were 10-15% faster than 8 on gate/up and the logits, and 32 rows
-        another 18% on the logits (49152 rows) and ~3% on gate/up.
+        another 18% on the logits (49152 rows) and ~3% on gate/up. With the weights in textures
+        (lavapipe's layout, cheap loads), matrices that 8 rows in 16 threads split into few workgroups
+        take 16 rows in 8 threads instead (5 workgroups for 576 rows): o-proj 0.85x, down 0.91x,
+        QKV (960 rows) 0.79x the time (alternated in one process; QKV's in-pass sum 6.2-6.7 vs
+        7.9-8.9 ms); gate/up and the logits keep their forms.
         """
         wg = 32 if rows >= 8 * 32 * 16 else 16
+        if decode and texture and rows // (8 * 16) < 12 and all(m % 16 == 0 for m in multiples + (rows,)):
+            return 16, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
             R = next(R for R in TILE_ROWS if all(m % R == 0 for m in multiples + (rows,)))
             return R, 16 if rows // (R * 16) >= 12 else 8
