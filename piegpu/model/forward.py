@@ -31,6 +31,25 @@ def add_block_output(k: Kernels, m, x, out_norm, s, key: tuple) -> None:
         k.matvec_normed_residual(m, x, out_norm, residual=s.h, tmp=s.hn, key=key)
 
 
+def normed(k: Kernels, s, norm, key: tuple) -> tuple:
+    """(x, norm) for a matvec of rmsnorm(h): h and the norm where the pass's matvecs fold it in, else
+    the normalized rows (a norm dispatch of their own, into s.hn) and None."""
+    if k.decode or k.folds_norm:
+        return s.h, norm
+    k.rmsnorm(s.h, norm, out=s.hn, tokens=k.T, first=0, key=key)
+    return s.hn, None
+
+
+def final_logits(k: Kernels, w, s, first: int, rows: int) -> None:
+    """s.logits = lm_head(rmsnorm(h[first:first + rows])): the norm folded into the logits matvec for one row
+    from anywhere (the decode matvec) or, where the matmul folds it, for rows from row 0."""
+    if rows == 1 or (k.folds_norm and first == 0):
+        k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=rows, key=("lm", first, rows), first=first)
+    else:
+        k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows))
+        k.logits(w.lm_head, s.hn, None, out=s.logits, rows=rows, key=("lm", first, rows))
+
+
 def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
     """Record one forward pass: weights `w` (a GpuModel), working set `ws`, scratch buffers `s`.
 
@@ -40,16 +59,11 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
     `tokens` is the channel buffer holding the pass's token ids; the logits of token
     rows [first, first + rows) land in s.logits.
     """
-    fold = k.decode or k.folds_norm
     k.embed(w.embed, tokens, out=s.h, binds=ws.binds)
     for i, layer in enumerate(w.layers):
         rope = w.rope_table(ws.max_tokens, i)
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h)))))
-        if fold:
-            x, norm = s.h, layer.input_norm  # the matvec normalizes as it reads
-        else:
-            k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
-            x, norm = s.hn, None
+        x, norm = normed(k, s, layer.input_norm, (i, "n1"))
         if w.qk_prep:  # bias / q-k norm before RoPE: project, prepare, then rotate and write the KV cache
             k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
             k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
@@ -61,19 +75,10 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
                     window=k.config.window(i))
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
-        if fold:
-            x, norm = s.h, layer.post_norm
-        else:
-            k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
-            x, norm = s.hn, None
+        x, norm = normed(k, s, layer.post_norm, (i, "n2"))
         k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
         add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
-    # final norm + logits of the readout rows
-    if rows == 1 or (fold and first == 0):  # one row from anywhere, several from row 0
-        k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=rows, key=("lm", first, rows), first=first)
-    else:
-        k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows))
-        k.logits(w.lm_head, s.hn, None, out=s.logits, rows=rows, key=("lm", first, rows))
+    final_logits(k, w, s, first, rows)  # final norm + logits of the readout rows
 
 
 def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
@@ -92,22 +97,16 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
     for i, layer in enumerate(w.layers):
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
         rope = w.rope_table(positions, i)
-        if k.folds_norm:
-            k.qkv(layer.qkv, s.h, out=s.qkv, key=(i, "qkv"), norm=layer.input_norm)
-        else:
-            k.rmsnorm(s.h, layer.input_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n1"))
-            k.qkv(layer.qkv, s.hn, out=s.qkv, key=(i, "qkv"))
+        x, norm = normed(k, s, layer.input_norm, (i, "n1"))
+        k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
         if w.qk_prep:
             k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
         for group in groups:  # several sequences' KV caches bound in one dispatch each
             k.rope_attention_seqs(s.qkv, s.q, rope, s.o, group, i)
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
-        if k.folds_norm:
-            k.gate_up_swiglu(layer.gate_up, s.h, layer.post_norm, out=s.act, key=(i, "gu"))
-        else:
-            k.rmsnorm(s.h, layer.post_norm, out=s.hn, tokens=k.T, first=0, key=(i, "n2"))
-            k.gate_up_swiglu(layer.gate_up, s.hn, None, out=s.act, key=(i, "gu"))
+        x, norm = normed(k, s, layer.post_norm, (i, "n2"))
+        k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
         add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
     # final norm of each sequence's readout rows, gathered in order (adjacent ones in one dispatch: a
     # decode pass's are all adjacent); logits of all of them
@@ -117,9 +116,8 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
             runs[-1][1] += rows
         else:
             runs.append([first, rows])
-    if k.folds_norm and len(runs) == 1 and (runs[0][0] == 0 or runs[0][1] == 1):  # a decode batch's rows: all of h
-        first, rows = runs[0]
-        k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=rows, key=("lm", first, rows), first=first)
+    if len(runs) == 1:  # a decode batch's rows (all of h), or one sequence's
+        final_logits(k, w, s, *runs[0])
         return
     row = 0
     for first, rows in runs:

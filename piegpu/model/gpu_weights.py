@@ -236,12 +236,11 @@ def _upload_textures(device, m: HostMatrix, label: str, g: GpuMatrix, first: int
     row_texels = m.cols // block_elems * per_block
     per_chunk = max(ROW_ALIGN, TEXEL_ROW * TEXTURE_ROWS // row_texels // ROW_ALIGN * ROW_ALIGN)
     for r0 in range(0, m.rows, per_chunk):
-        blocks = np.ascontiguousarray(m.data[r0: r0 + per_chunk]).reshape(-1, block_bytes)
-        quants, scales = texels(blocks)
+        n = min(per_chunk, m.rows - r0)
+        quants, scales = texels(np.ascontiguousarray(m.data[r0: r0 + n]).reshape(-1, block_bytes))
         qv, qbytes = _texture(device, quants, f"{label}[{first + r0}:].quants")
-        sv, sbytes = _texture(device, _scale_texels(scales, min(per_chunk, m.rows - r0)),
-                              f"{label}[{first + r0}:].scales")
-        g.chunks.append((TextureWeights(qv, sv, qbytes + sbytes), first + r0, min(per_chunk, m.rows - r0), fmt))
+        sv, sbytes = _texture(device, _scale_texels(scales, n), f"{label}[{first + r0}:].scales")
+        g.chunks.append((TextureWeights(qv, sv, qbytes + sbytes), first + r0, n, fmt))
 
 
 def _upload_part(device, m: HostMatrix, max_binding_bytes: int, label: str, g: GpuMatrix, first: int) -> None:

@@ -83,12 +83,12 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
     add("for (var b = 0u; b < NB; b++) {")
     for rr in range(R):
         add(f"  let wb{rr} = (r0 + {rr}u) * (NB * WB) + b * WB;")
-        if not four:
-            add(f"  let dm{rr} = block_dm(wb{rr});")
-        elif rr % 4 == 0:
-            add(f"  let sw{rr} = block_scales4(r0 + {rr}u, b);")
-        if four:
+        if four:  # one scale fetch for rows rr .. rr + 3
+            if rr % 4 == 0:
+                add(f"  let sw{rr} = block_scales4(r0 + {rr}u, b);")
             add(f"  let dm{rr} = dm_of(sw{rr - rr % 4}.{'xyzw'[rr % 4]});")
+        else:
+            add(f"  let dm{rr} = block_dm(wb{rr});")
         for j in range(8):
             add(f"  let q{rr}_{j} = dm{rr}.x * block_q(wb{rr}, {j}u) + dm{rr}.y;")
     if norm:
