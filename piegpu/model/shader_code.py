@@ -249,6 +249,35 @@ def matvec_dots(R: int, four: bool) -> str:
     return "\n".join(out)
 
 
+@lru_cache(maxsize=None)
+def matvec_x(lanes: int) -> dict:
+    """matvec_decode.wgsl's x code: the norm's 1/rms (X_SCALE) and a block's 8 x vec4s x0..x7 (X_BLOCK).
+
+    lanes > 0 (a subgroup of at least that many lanes, all active -- past the rows an invocation runs
+    on and stores nothing): lane l loads vec4 l % 8 of the block and its norm weight, the lanes split
+    the sum of squares (a subgroupAdd), and subgroupBroadcast hands the 8 vec4s to every lane -- on
+    lavapipe two loads a block instead of sixteen: the default model's decode matvecs took 0.79-0.89x
+    the time (microbench, texture weights, same R). Else every lane loads all 8 and its norm weights.
+    """
+    if lanes:
+        scale = ("  var scale = 1.0;\n  if (NORM) {\n    var ss = 0.0;\n"
+                 "    if (lane < 8u) { for (var k = lane; k < NB * 8u; k += 8u) { ss += dot(x[k], x[k]); } }\n"
+                 "    scale = inverseSqrt(subgroupAdd(ss) / f32(NB * 32u) + EPS);\n  }")
+        block = ["    var xl = x[b * 8u + (lane & 7u)];",
+                 "    if (NORM) { xl *= scale * norm_w[b * 8u + (lane & 7u)]; }"]
+        block += [f"    let x{j} = subgroupBroadcast(xl, {j}u);" for j in range(8)]
+        return {"LANE": ", @builtin(subgroup_invocation_id) lane: u32", "GUARD": "", "X_SCALE": scale,
+                "X_BLOCK": "\n".join(block)}
+    scale = ("  var scale = 1.0;\n  if (NORM) {\n    var ss = 0.0;\n"
+             "    for (var k = 0u; k < NB * 8u; k++) { ss += dot(x[k], x[k]); }\n"
+             "    scale = inverseSqrt(ss / f32(NB * 32u) + EPS);\n  }")
+    block = [f"    var x{j} = x[b * 8u + {j}u];" for j in range(8)]
+    block.append("    if (NORM) {")
+    block += [f"      x{j} *= scale * norm_w[b * 8u + {j}u];" for j in range(8)]
+    block.append("    }")
+    return {"LANE": "", "GUARD": "  if (!live) { return; }", "X_SCALE": scale, "X_BLOCK": "\n".join(block)}
+
+
 def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool = False,
                   norm: tuple | None = None) -> dict:
     """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's

@@ -18,7 +18,7 @@ import pytest
 from piegpu import channel_layout
 from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, GpuMatrix, dequantize, pack_ggml, upload,
                                       weight_bindings)
-from piegpu.model.shader_code import four_rows, matmul_params, matvec_dots
+from piegpu.model.shader_code import four_rows, matmul_params, matvec_dots, matvec_x
 from piegpu.model.shaders import ShaderLibrary
 
 # f16 fields of each block type: byte offsets of the scales and mins (the rest is random bits)
@@ -96,18 +96,21 @@ def device_embed(gpu, m: GpuMatrix) -> np.ndarray:
     return _read(dev, out, T * m.cols).reshape(T, m.cols)
 
 
-def device_matvec(gpu, m: GpuMatrix, x: np.ndarray, R: int = 4) -> np.ndarray:
+def device_matvec(gpu, m: GpuMatrix, x: np.ndarray, R: int = 4, lanes: int = 0, norm=None) -> np.ndarray:
     """W x through matvec_decode.wgsl with the store epilogue, R rows per invocation (the texture
-    formats: scales fetched 4 rows at once where R allows, else row by row)."""
+    formats: scales fetched 4 rows at once where R allows, else row by row); lanes > 0: the subgroup
+    form of x (matvec_x); norm: RMSNorm weights folded in (eps 1e-5)."""
     dev = gpu.device
     lib = ShaderLibrary(dev)
     out = _out(dev, m.rows)
-    xb, zero = _data(dev, x.astype(np.float32), True), _data(dev, np.zeros(m.cols, np.float32), True)
+    xb = _data(dev, x.astype(np.float32), True)
+    nw = _data(dev, (np.zeros(m.cols) if norm is None else norm).astype(np.float32), True)
     for buf, row0, nrows, fmt in m.chunks:
         params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "K4": m.cols // 4,
-                  "NORM": False, "EPS": 1e-5, "OUT_STRIDE": m.rows, "ROW_DOTS": matvec_dots(R, four_rows(fmt, R, nrows))}
+                  "NORM": norm is not None, "EPS": 1e-5, "OUT_STRIDE": m.rows,
+                  "ROW_DOTS": matvec_dots(R, four_rows(fmt, R, nrows)), **matvec_x(lanes)}
         k = lib.kernel("matvec_decode", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
-        _run(dev, k, {**weight_bindings(buf), 1: xb, 2: zero, 3: out}, ceil(nrows / R / 16))
+        _run(dev, k, {**weight_bindings(buf), 1: xb, 2: nw, 3: out}, ceil(nrows / R / 16))
     return _read(dev, out, m.rows)
 
 
@@ -172,8 +175,15 @@ def test_device_matvec_and_matmul_match_numpy(gpu, gtype, textures):
     XW, absXW = X.astype(np.float64) @ W.T.astype(np.float64), np.abs(X) @ np.abs(W).T
     lanes = gpu.subgroup_lanes  # the subgroup form where the adapter runs it (lavapipe), else the plain one again
     Wx, absWx = W.astype(np.float64) @ x, np.abs(W) @ np.abs(x)
+    nw = rng.uniform(0.5, 1.5, cols).astype(np.float32)  # RMSNorm weights: the decode matvec folds the norm in
+    xn = x.astype(np.float64) / np.sqrt(np.mean(x.astype(np.float64) ** 2) + 1e-5) * nw
+    Wxn, absWxn = W.astype(np.float64) @ xn, np.abs(W) @ np.abs(xn)
     cases = [("matvec", device_matvec(gpu, m, x), Wx, absWx),
              ("matvec 2 rows an invocation", device_matvec(gpu, m, x, 2), Wx, absWx),
+             ("matvec, norm folded in", device_matvec(gpu, m, x, 4, 0, nw), Wxn, absWxn),
+             ("matvec subgroup, norm folded in", device_matvec(gpu, m, x, 4, lanes, nw), Wxn, absWxn),
+             # 24 rows of 64: the third invocation clamps to rows 40..63, the other 13 lanes run past them, storing nothing
+             ("matvec subgroup 24 rows", device_matvec(gpu, m, x, 24, lanes), Wx, absWx),
              ("matmul 4x8", device_matmul(gpu, m, X), XW, absXW),
              ("matmul 2x8", device_matmul(gpu, m, X, 2), XW, absXW),
              ("matmul 8x16 subgroup", device_matmul(gpu, m, X, 8, 16, lanes), XW, absXW),
