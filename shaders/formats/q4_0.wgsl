@@ -17,9 +17,7 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   let v1 = u32_at_k(o + 2u, 1u);
   let v2 = u32_at_k(o + 2u, 2u);
   let v3 = u32_at_k(o + 2u, 3u);
-  let s = nib4(v0, 0u) * x0 + nib4(v1, 0u) * x1 + nib4(v2, 0u) * x2 + nib4(v3, 0u) * x3
-        + nib4(v0, 4u) * x4 + nib4(v1, 4u) * x5 + nib4(v2, 4u) * x6 + nib4(v3, 4u) * x7;
-  return f16_at(o) * ((s.x + s.y + s.z + s.w) - 8.0 * xsum);
+  return f16_at(o) * (nib_dot(vec4<u32>(v0, v1, v2, v3), x0, x1, x2, x3, x4, x5, x6, x7) - 8.0 * xsum);
 }
 
 fn block_decode(wb: u32) -> array<vec4<f32>, 8> {

@@ -16,10 +16,8 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   let v1 = w[wb + 2u];
   let v2 = w[wb + 3u];
   let v3 = w[wb + 4u];
-  let s = nib4(v0, 0u) * x0 + nib4(v1, 0u) * x1 + nib4(v2, 0u) * x2 + nib4(v3, 0u) * x3
-        + nib4(v0, 4u) * x4 + nib4(v1, 4u) * x5 + nib4(v2, 4u) * x6 + nib4(v3, 4u) * x7;
   let dm = unpack2x16float(w[wb]);
-  return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
+  return dm.x * nib_dot(vec4<u32>(v0, v1, v2, v3), x0, x1, x2, x3, x4, x5, x6, x7) + dm.y * xsum;
 }
 
 // The 32 weights of one block as f32 (embedding rows), as gguf computes them: d * q + m.

@@ -15,10 +15,7 @@ fn dm_of(word: u32) -> vec2<f32> {
 // sum_j w_j * x_j over one block given its (d, m); xsum = sum_j x_j (the min term factors out).
 fn block_dot_dm(wb: u32, dm: vec2<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
                 x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
-  let v = q_texel(wb);
-  let s = nib4(v.x, 0u) * x0 + nib4(v.y, 0u) * x1 + nib4(v.z, 0u) * x2 + nib4(v.w, 0u) * x3
-        + nib4(v.x, 4u) * x4 + nib4(v.y, 4u) * x5 + nib4(v.z, 4u) * x6 + nib4(v.w, 4u) * x7;
-  return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
+  return dm.x * nib_dot(q_texel(wb), x0, x1, x2, x3, x4, x5, x6, x7) + dm.y * xsum;
 }
 
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,

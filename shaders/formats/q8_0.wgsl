@@ -10,9 +10,7 @@ const BB: u32 = 34u;
 
 //! include blocks/halfwords
 
-fn ub4(v: u32) -> vec4<f32> {
-  return vec4<f32>(f32(v & 255u), f32((v >> 8u) & 255u), f32((v >> 16u) & 255u), f32(v >> 24u));
-}
+//! include blocks/bytes
 
 fn sb4(v: u32) -> vec4<f32> {
   return ub4(v ^ 0x80808080u) - 128.0;

@@ -5,9 +5,7 @@
 //! include blocks/texture_weights
 const WB: u32 = 2u;
 
-fn ub4(v: u32) -> vec4<f32> {
-  return vec4<f32>(f32(v & 255u), f32((v >> 8u) & 255u), f32((v >> 16u) & 255u), f32(v >> 24u));
-}
+//! include blocks/bytes
 
 // (d, m) of a scale word: weight = d (q + 128) + m, m = -128 d.
 fn dm_of(word: u32) -> vec2<f32> {

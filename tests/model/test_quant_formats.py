@@ -228,12 +228,13 @@ def test_shared_block_helpers_are_included_once_per_snippet():
     """Format snippets take their shared helpers from shaders/blocks/ through `//! include` lines."""
     from piegpu.model.shaders import includes, shader_source
     for fmt, want in (("q4_0", {"blocks/halfwords", "blocks/nibbles"}), ("q5_1", {"blocks/nibbles", "blocks/qh_bits"}),
-                      ("q5_k", {"blocks/nibbles", "blocks/k_scales", "blocks/k_block"}), ("q8_0", {"blocks/halfwords"}),
-                      ("q8_0_tex", {"blocks/texture_weights"}), ("q4_1_tex", {"blocks/texture_weights", "blocks/nibbles"})):
+                      ("q5_k", {"blocks/nibbles", "blocks/k_scales", "blocks/k_block"}), ("q8_0", {"blocks/halfwords", "blocks/bytes"}),
+                      ("q8_0_tex", {"blocks/texture_weights", "blocks/bytes"}),
+                      ("q4_1_tex", {"blocks/texture_weights", "blocks/nibbles"})):
         src = shader_source(f"formats/{fmt}")
         storage = set() if fmt.endswith("_tex") else {"blocks/storage_weights"}
         assert includes(f"formats/{fmt}") == want | storage and "//! include" not in src
-        for fn in ("fn u32_at(", "fn nib4(", "fn hi4(", "fn sub_dm("):
+        for fn in ("fn u32_at(", "fn nib4(", "fn nib_dot(", "fn hi4(", "fn sub_dm(", "fn ub4("):
             assert src.count(fn) <= 1, (fmt, fn)
 
 
