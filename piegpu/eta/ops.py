@@ -51,6 +51,7 @@ class OpDef:
     doc: str = ""
     runtime: bool = False  # a runtime buffer (intrinsic, channel) that only a ForwardPass provides
     expensive: bool = False  # many instructions per element: worth storing once rather than recomputing
+    free: bool = False  # no instructions (a reinterpretation of its input's bits): never worth storing
 
 
 OPS: dict[str, OpDef] = {}
@@ -179,7 +180,7 @@ _def("bitcast", "elementwise", 1, (("to", A_DTYPE),),
      lambda op, ins, attrs: (_need(op, ins[0], lambda d: d.kind != "bool", "a 32-bit numeric", "cast bools first"),
                              attrs["to"].kind == "bool" and fail(op, "cannot bitcast to bool", "use ne(x, 0)"),
                              TType(attrs["to"], ins[0].shape))[-1],
-     "reinterpret the 32 bits")
+     "reinterpret the 32 bits", free=True)
 
 
 # ---- reductions and scans over the last axis -------------------------------------
@@ -432,6 +433,7 @@ class GroupOp:
     BINARY = _where(lambda d: d.kind == "elementwise" and d.arity == 2)
     ELEMENTWISE = _kinds("elementwise")  # unary, binary, compare, logic, select, cast, bitcast
     EXPENSIVE = _where(lambda d: d.expensive)
+    FREE = _where(lambda d: d.free)
     REDUCE = _kinds("reduce")
     SCAN = _kinds("scan")
     ORDER = _kinds("order")  # top-k and sorts

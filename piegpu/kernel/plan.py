@@ -92,7 +92,9 @@ def _shared_expensive(prog: Program, stored: set) -> set:
     A kernel inlines everything up to stored nodes, so a softmax feeding 33
     reductions (top-p's bisection) would compute 33 exps per element; storing the
     probabilities costs one map kernel. Picks the value closest to the consumers
-    first, then recounts.
+    first, then recounts. A free op (bitcast) is never picked: its consumers read its
+    input and reinterpret it, where storing both would cost each of them two loads
+    per element (top-p's bisection read the probabilities and their bit patterns).
     """
     stored = set(stored)
     roots = set(stored) | {n.inputs[0] for n in prog.nodes if n.op == "chan_put"} | set(prog.outputs)
@@ -114,7 +116,7 @@ def _shared_expensive(prog: Program, stored: set) -> set:
                 count[i] = count.get(i, 0) + 1
         for i in sorted(count):
             node = prog.nodes[i]
-            if node.op not in GroupOp.ELEMENTWISE:
+            if node.op not in GroupOp.ELEMENTWISE or node.op in GroupOp.FREE:
                 continue
             seen, stack, hit = set(), [i], False
             while stack and not hit:

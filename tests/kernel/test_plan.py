@@ -92,6 +92,37 @@ def test_an_expensive_value_shared_by_several_kernels_is_stored_once():
     assert kinds(p) == ["reduce_sum", "reduce_max", "reduce_min"]
 
 
+def test_a_free_op_of_a_shared_value_is_not_stored_beside_it():
+    """Reductions over exp(x) and its bit pattern: exp is stored once and each kernel bitcasts what it loads
+    (storing the bitcast too made top-p's 32 bisection steps load two values per element)."""
+    def fn(x):
+        e = eta.exp(x)
+        bits = eta.bitcast(e, U32)
+        return tuple(eta.reduce_sum(eta.select(bits > t, e, 0.0)) for t in (1, 2, 3)) + (eta.reduce_max(bits),)
+    prog, p = planned(fn, S([4, 8], F32))
+    assert {prog.nodes[i].op for i in p.slots if prog.nodes[i].op != "input"} >= {"exp"}
+    assert "bitcast" not in {prog.nodes[i].op for i in p.slots}
+    x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    got, _ = run_plan(p, [x])
+    e = np.exp(x.astype(np.float32))
+    bits = e.view(np.uint32)
+    for t, g in zip((1, 2, 3), got):
+        np.testing.assert_allclose(g, np.where(bits > t, e, 0).sum(-1), rtol=1e-6)
+    np.testing.assert_array_equal(got[3], bits.max(-1))
+
+
+def test_top_p_bisection_reads_one_value_per_element():
+    from piegpu.eta.composites import top_p_mask
+    prog, p = planned(lambda x, q: top_p_mask(x, q), S([2, 64], F32), S([2], F32))
+    assert "bitcast" not in {prog.nodes[i].op for i in p.slots}
+    src = prog.emit("wgsl")
+    loops = [k for k in src.split("fn k")[1:] if k.split("(", 1)[0].endswith("reduce_sum")]
+    assert len(loops) >= 32
+    for k in loops:  # each bisection step's loop loads the stored probabilities once per element
+        body = k.split("for (", 1)[1].split("}", 1)[0]
+        assert body.count("arena[") == 1, body
+
+
 def test_outputs_of_the_same_size_share_one_map_kernel():
     _, p = planned(lambda x, y: (x + 1.0, y * 2.0, eta.reshape(x, [2, 4]) - 1.0), S([8], F32), S([8], F32))
     assert kinds(p) == ["map"]
