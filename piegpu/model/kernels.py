@@ -306,21 +306,19 @@ class Kernels:
         shared by broadcasts (matvec_x) 0.88x, 0.70x and 0.71x the plain 16-row time (best of 21
         rounds); gate/up and the logits keep their forms.
         """
+        def first_dividing(candidates) -> int:  # 2 where none divides (an odd row count: the last invocation clamps)
+            return next((R for R in candidates if all(m % R == 0 for m in multiples + (rows,))), 2)
+
         wg = 32 if rows >= 8 * 32 * 16 else 16
         if decode and texture and rows // (8 * 16) < 12:
-            for R in (24, 16):
-                if all(m % R == 0 for m in multiples + (rows,)):
-                    return R, 8
+            R = first_dividing((24, 16))
+            if R > 2:  # else the general decode rule below
+                return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
-            R = next(R for R in TILE_ROWS if all(m % R == 0 for m in multiples + (rows,)))
+            R = first_dividing(TILE_ROWS)
             return R, 16 if rows // (R * 16) >= 12 else 8
         wide = tuple(R for R in (32, 16) if self.gpu.dev.is_cpu and rows // (R * wg) >= 6)
-        for R in wide + (8, 4, 2):
-            if all(m % R == 0 for m in multiples + (rows,)):
-                break
-        else:
-            R = 2
-        return R, wg
+        return first_dividing(wide + (8, 4, 2)), wg
 
     def attention_wg(self, batched: bool = False) -> int:
         """Threads per (head, token) in attention: few on CPU adapters (barriers are dear), more on GPUs.

@@ -259,23 +259,25 @@ def matvec_x(lanes: int) -> dict:
     lavapipe two loads a block instead of sixteen: the default model's decode matvecs took 0.79-0.89x
     the time (microbench, texture weights, same R). Else every lane loads all 8 and its norm weights.
     """
+    def scale(squares: str, total: str) -> str:  # X_SCALE: sum the squares of x, then 1 / rms
+        return (f"  var scale = 1.0;\n  if (NORM) {{\n    var ss = 0.0;\n    {squares}\n"
+                f"    scale = inverseSqrt({total} / f32(NB * 32u) + EPS);\n  }}")
+
     if lanes:
-        scale = ("  var scale = 1.0;\n  if (NORM) {\n    var ss = 0.0;\n"
-                 "    if (lane < 8u) { for (var k = lane; k < NB * 8u; k += 8u) { ss += dot(x[k], x[k]); } }\n"
-                 "    scale = inverseSqrt(subgroupAdd(ss) / f32(NB * 32u) + EPS);\n  }")
         block = ["    var xl = x[b * 8u + (lane & 7u)];",
                  "    if (NORM) { xl *= scale * norm_w[b * 8u + (lane & 7u)]; }"]
         block += [f"    let x{j} = subgroupBroadcast(xl, {j}u);" for j in range(8)]
-        return {"LANE": ", @builtin(subgroup_invocation_id) lane: u32", "GUARD": "", "X_SCALE": scale,
+        return {"LANE": ", @builtin(subgroup_invocation_id) lane: u32", "GUARD": "",
+                "X_SCALE": scale("if (lane < 8u) { for (var k = lane; k < NB * 8u; k += 8u) { ss += dot(x[k], x[k]); } }",
+                                 "subgroupAdd(ss)"),
                 "X_BLOCK": "\n".join(block)}
-    scale = ("  var scale = 1.0;\n  if (NORM) {\n    var ss = 0.0;\n"
-             "    for (var k = 0u; k < NB * 8u; k++) { ss += dot(x[k], x[k]); }\n"
-             "    scale = inverseSqrt(ss / f32(NB * 32u) + EPS);\n  }")
     block = [f"    var x{j} = x[b * 8u + {j}u];" for j in range(8)]
     block.append("    if (NORM) {")
     block += [f"      x{j} *= scale * norm_w[b * 8u + {j}u];" for j in range(8)]
     block.append("    }")
-    return {"LANE": "", "GUARD": "  if (!live) { return; }", "X_SCALE": scale, "X_BLOCK": "\n".join(block)}
+    return {"LANE": "", "GUARD": "  if (!live) { return; }",
+            "X_SCALE": scale("for (var k = 0u; k < NB * 8u; k++) { ss += dot(x[k], x[k]); }", "ss"),
+            "X_BLOCK": "\n".join(block)}
 
 
 def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool = False,

@@ -197,6 +197,28 @@ def test_device_matvec_and_matmul_match_numpy(gpu, gtype, textures):
                                     f"(bound there {tol.flat[err.argmax()]:.3g})")
 
 
+@pytest.mark.parametrize("gtype", ["Q8_0", "Q4_1"])
+def test_odd_row_counts_take_two_rows_an_invocation(gpu, gtype):
+    """An odd row count (a vocab) divides by no tile height: R = 2, the last invocation clamped to the last
+    two rows (it stores one row again, with the same values), for the decode matvec and the matmul alike."""
+    from piegpu.model.kernels import Kernels
+    shell = Kernels.__new__(Kernels)
+    shell.gpu = type("G", (), {"dev": gpu})()
+    assert shell.rows_per_invocation(63, decode=False)[0] == 2 and shell.rows_per_invocation(63, decode=True)[0] == 2
+    rng = np.random.default_rng(63)
+    rows, cols = 63, shape_for(gtype)[1]
+    data = random_rows(gtype, rows, cols, rng)
+    W = gguf_values(gtype, data, rows, cols)
+    m = upload(gpu.device, pack_ggml(gtype, data, cols, gtype), 1 << 20, gtype)
+    x, X = rng.standard_normal(cols).astype(np.float32), rng.standard_normal((5, cols)).astype(np.float32)
+    for what, got, want, absw in (("matvec", device_matvec(gpu, m, x, 2, gpu.subgroup_lanes), W.astype(np.float64) @ x,
+                                   np.abs(W) @ np.abs(x)),
+                                  ("matmul", device_matmul(gpu, m, X, 2, 8, gpu.subgroup_lanes),
+                                   X.astype(np.float64) @ W.T.astype(np.float64), np.abs(X) @ np.abs(W).T)):
+        err = np.abs(got - want)
+        assert (err <= 4 * cols * np.finfo(np.float32).eps * absw + 1e-30).all(), (gtype, what, err.max())
+
+
 def test_mixed_formats_stay_in_parts(gpu):
     """A fused matrix of parts in different GGML types keeps each part's own format on the device."""
     from piegpu.model.gpu_weights import RowParts, stack_rows
