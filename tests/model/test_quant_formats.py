@@ -187,6 +187,7 @@ def test_device_matvec_and_matmul_match_numpy(gpu, gtype, textures):
              ("matmul 4x8", device_matmul(gpu, m, X), XW, absXW),
              ("matmul 2x8", device_matmul(gpu, m, X, 2), XW, absXW),
              ("matmul 8x16 subgroup", device_matmul(gpu, m, X, 8, 16, lanes), XW, absXW),
+             ("matmul 16x8 subgroup (a vocabulary's tile)", device_matmul(gpu, m, X, 16, 8, lanes), XW, absXW),
              ("matmul 4x4 subgroup", device_matmul(gpu, m, X, 4, 4, lanes), XW, absXW),
              ("matmul 8x16 subgroup, x in storage", device_matmul(gpu, m, X, 8, 16, lanes, True), XW, absXW)]
     for what, got, want, absw in cases:
@@ -205,6 +206,8 @@ def test_odd_row_counts_take_two_rows_an_invocation(gpu, gtype):
     shell = Kernels.__new__(Kernels)
     shell.gpu = type("G", (), {"dev": gpu})()
     assert shell.rows_per_invocation(63, decode=False)[0] == 2 and shell.rows_per_invocation(63, decode=True)[0] == 2
+    # the matmul's tile: 16 rows for a vocabulary-sized matrix that 16 divides, else 8 (or 2 for an odd vocab)
+    assert [shell.rows_per_invocation(n, decode=False)[0] for n in (49152, 32000, 3072, 32001)] == [16, 16, 8, 2]
     rng = np.random.default_rng(63)
     rows, cols = 63, shape_for(gtype)[1]
     data = random_rows(gtype, rows, cols, rng)
