@@ -24,7 +24,7 @@ from .shader_code import four_rows, lane_code, lane_heads, matmul_params, matvec
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
 TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8 vs 4: 7.1 vs 9.2 ms, Q4_1 gate/up, T=64)
-WIDE_TILE_FROM = 16384  # matrices of this many rows (a vocabulary) take 16-row tiles where 16 divides them
+WIDE_TILE_FROM = 16384  # on CPU adapters, matrices of this many rows (a vocabulary) take 16-row tiles where 16 divides them
 
 
 def tile_tokens(tokens: int, per: int) -> int:
@@ -305,8 +305,8 @@ class Kernels:
         QKV (960 rows) 0.79x the time (alternated in one process; QKV's in-pass sum 6.2-6.7 vs
         7.9-8.9 ms), and 24 rows where they divide the splits (3 workgroups for 576 rows): with x
         shared by broadcasts (matvec_x) 0.88x, 0.70x and 0.71x the plain 16-row time (best of 21
-        rounds); gate/up and the logits keep their forms. The matmul's tile takes 16 rows for a
-        vocabulary-sized matrix (WIDE_TILE_FROM): on lavapipe the default model's Q8_0 logits
+        rounds); gate/up and the logits keep their forms. On a CPU adapter the matmul's tile takes 16
+        rows for a vocabulary-sized matrix (WIDE_TILE_FROM): on lavapipe the default model's Q8_0 logits
         (49152 rows) took 0.87-0.94x the 8-row time at 8 tokens (a batched decode pass), 0.92x at
         4 and 0.88x at 16, a Q4_1 matrix of that size 0.91x; the 3072-row gate/up 0.95-1.01x.
         """
@@ -319,7 +319,8 @@ class Kernels:
             if R > 2:  # else the general decode rule below
                 return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
-            R = first_dividing(((16,) if rows >= WIDE_TILE_FROM else ()) + TILE_ROWS)
+            wide_tile = (16,) if rows >= WIDE_TILE_FROM and self.gpu.dev.is_cpu else ()  # measured on lavapipe only
+            R = first_dividing(wide_tile + TILE_ROWS)
             return R, 16 if rows // (R * 16) >= 12 else 8
         wide = tuple(R for R in (32, 16) if self.gpu.dev.is_cpu and rows // (R * wg) >= 6)
         return first_dividing(wide + (8, 4, 2)), wg
