@@ -9,7 +9,7 @@ Targets (issue 9): warm trace + hash + lookup under 1 ms; cold emit under 50 ms
 import json
 import sys
 
-from piegpu.bench import epilogue_compile
+from piegpu.bench.table import epilogue_compile
 
 if __name__ == "__main__":
     r = epilogue_compile()

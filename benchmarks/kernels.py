@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 
 from piegpu.runtime.dispatch import replay
-from piegpu.loaded import load_model
+from piegpu.textgen.model import load_model
 
 
 def timed(device, entries, probe, reps: int = 3) -> float:

@@ -91,7 +91,7 @@ def load(which: str, tokens: int):
         from tests.helpers import tiny_config, tiny_model
         model, _ = tiny_model(tiny_config(layers=2, vocab=300, max_pos=tokens + 64), seed=5)
         return model, [5, 17, 42, 7]
-    from piegpu.loaded import load_model
+    from piegpu.textgen.model import load_model
     model = load_model(None if which == "default" else which, verbose=False)
     ids = model.tokenizer.encode("Once upon a time").ids
     if tokens + len(ids) > model.config.max_position_embeddings:

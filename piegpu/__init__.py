@@ -7,18 +7,27 @@ from .errors import (ChannelError, ChannelFull, CompileError, DeviceError, Model
 
 __version__ = "0.1.0"
 
-
-_RUNTIME = ("Channel", "channel_capacity", "ForwardPass", "StateGeometry", "Model", "load_model", "Pipeline",
-            "samplers")
-
-
-def __getattr__(name):
-    # The runtime pulls in wgpu; import it only when a runtime name is used.
-    if name in _RUNTIME:
-        import importlib
-        return getattr(importlib.import_module("piegpu.runtime_exports"), name)
-    raise AttributeError(f"module 'piegpu' has no attribute {name!r}")
+# Runtime names pull in wgpu: each is imported from its module only when it is first used.
+_LAZY = {
+    "Channel": "piegpu.runtime.channel", "channel_capacity": "piegpu.runtime.channel",
+    "ForwardPass": "piegpu.runtime.forward", "StateGeometry": "piegpu.runtime.forward",
+    "Pipeline": "piegpu.runtime.pipeline",
+    "Model": "piegpu.textgen.model", "load_model": "piegpu.textgen.model",
+    "samplers": "piegpu.samplers",
+}
 
 
-__all__ = list(_RUNTIME) + ["eta", "dtype", "PieGpuError", "TraceError", "ValidationError", "CompileError", "ChannelError",
-           "ChannelFull", "ModelError", "DeviceError", "__version__"]
+def __getattr__(name: str):
+    """The lazily imported runtime names (see _LAZY)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'piegpu' has no attribute {name!r}")
+    import importlib
+    mod = importlib.import_module(module)
+    value = mod if module.endswith("." + name) else getattr(mod, name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+__all__ = list(_LAZY) + ["eta", "dtype", "PieGpuError", "TraceError", "ValidationError", "CompileError",
+                         "ChannelError", "ChannelFull", "ModelError", "DeviceError", "__version__"]

@@ -47,7 +47,7 @@ def pytest_runtest_makereport(item, call):
 def default_model(gpu):
     """The default model loaded once per test session (skips with the install command if absent)."""
     from piegpu.errors import ModelError
-    from piegpu.loaded import load_model
+    from piegpu.textgen.model import load_model
     try:
         return load_model(verbose=False)
     except ModelError as e:

@@ -48,7 +48,7 @@ def tiny_model(cfg: LlamaConfig | None = None, seed: int = 0, fmt: str = "f32", 
     """(piegpu Model on the GPU, its numpy ReferenceModel) for a random tiny model."""
     from piegpu.model.gpu_model import GpuModel
     from piegpu.model.weights import weights_from_tensors
-    from piegpu.loaded import Model
+    from piegpu.textgen.model import Model
     from piegpu.model.reference import ReferenceModel
     cfg = cfg or tiny_config()
     t = random_tensors(cfg, seed)

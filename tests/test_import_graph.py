@@ -1,6 +1,6 @@
 """The import graph of piegpu: no cycles, and imports point one way down the layers of DESIGN.md.
 
-    eta -> kernel -> targets -> runtime -> model -> samplers/inferlets/generate -> server/cli
+    eta -> kernel -> targets -> runtime -> model -> samplers -> inferlets -> textgen -> server/cli/bench
 
 Built from the source with `ast`, so nothing is imported: every `import piegpu.x`,
 `from piegpu.x import y` and relative import counts, at module level or inside a
@@ -26,20 +26,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "piegpu"
 # every module under it. Every module of piegpu/ must fall in exactly one layer.
 LAYERS = (
     ("base", ("piegpu/errors.py", "piegpu/dtypes.py", "piegpu/paths.py",
-              "piegpu/channel_layout.py",  # the channel buffer layout: kernels and the runtime share it
               "piegpu/targets.py")),  # the target table: renderers and runners named by strings, loaded lazily
     ("eta", ("piegpu/eta/",)),
-    ("kernel", ("piegpu/kernel/",)),
+    ("kernel", ("piegpu/kernel/",)),  # with the channel buffer layout that the runtime and the shaders share
     ("targets", ("piegpu/wgsl/", "piegpu/spirv/", "piegpu/metal/", "piegpu/cuda/", "piegpu/stablehlo/")),
     ("runtime", ("piegpu/runtime/",)),
     ("model", ("piegpu/model/",)),
-    ("apps", ("piegpu/samplers/", "piegpu/inferlets/", "piegpu/generate.py",
-              "piegpu/loaded.py",  # the user-facing Model: generate() builds sampling epilogues
-              "piegpu/batching.py")),  # generate_batch and n samples on the runtime Batch
-    ("entry", ("piegpu/server/", "piegpu/cli/",
-               "piegpu/bench.py", "piegpu/bench_batch.py",  # `piegpu bench`
-               "piegpu/__init__.py", "piegpu/__main__.py",
-               "piegpu/runtime_exports.py")),  # the lazily imported runtime names of piegpu/__init__
+    ("samplers", ("piegpu/samplers/",)),
+    ("inferlets", ("piegpu/inferlets/",)),
+    ("textgen", ("piegpu/textgen/",)),  # the user-facing Model, Generation, batches, the token-level core
+    ("entry", ("piegpu/server/", "piegpu/cli/", "piegpu/bench/",
+               "piegpu/__init__.py", "piegpu/__main__.py")),
 )
 
 
@@ -275,3 +272,15 @@ def test_imports_point_down_the_layers():
     if bad:
         pytest.fail(f"{len(bad)} import(s) point up the layers {' -> '.join(names)} (DESIGN.md; the table is "
                     f"LAYERS in {_rel(Path(__file__))}):\n" + "\n".join(lines), pytrace=False)
+
+
+def test_modules_stay_small():
+    """No module of piegpu/ over 450 lines: a longer one holds more than one thing."""
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 450}
+    assert not long, f"modules over 450 lines: {long}. Fix: split them by what they hold"
+
+
+def test_few_modules_loose_at_the_top():
+    """At most 6 modules directly in piegpu/: everything else lives in a package named for its floor."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(loose) <= 6, f"{len(loose)} modules loose at the top of piegpu/: {loose}"

@@ -115,7 +115,7 @@ def _sampler_program(args, value, options, constraint):
 
 
 def _cmd_generate(args) -> int:
-    from ..loaded import load_model
+    from ..textgen.model import load_model
     sampler, watermark, schema = _checked_options(args)  # fail before the model loads
     model = load_model(args.model, verbose=True)
     if args.speculative is not None:

@@ -28,7 +28,7 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from ..bench import main as bench_main
+    from ..bench.table import main as bench_main
     return bench_main(args)
 
 

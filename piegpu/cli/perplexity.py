@@ -15,7 +15,7 @@ from .common import int_at_least
 
 
 def _cmd_perplexity(args) -> int:
-    from ..loaded import load_model
+    from ..textgen.model import load_model
     from ..model.perplexity import chunk_count, perplexity
     path = Path(args.file)
     try:

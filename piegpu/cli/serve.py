@@ -28,7 +28,7 @@ def _megabytes(text: str) -> float:
 
 
 def _cmd_serve(args) -> int:
-    from ..loaded import load_model
+    from ..textgen.model import load_model
     from ..server import serve
     model = load_model(args.model, verbose=True)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,

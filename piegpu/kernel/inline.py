@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ..channel_layout import HEADER_WORDS, RING
+from .channel_layout import HEADER_WORDS, RING
 from ..eta.counter_rng import KEY_SALT, M1, M2, STREAM_SALT
 from ..eta.ops import GroupOp
 from ..eta.program import const_value
 from . import ir
 from .ir import BOOL, F32, I32, U32, Const, Expr, Let, Var
 
-# Channel buffers follow piegpu/channel_layout.py; the ring size is read at run time so
+# Channel buffers follow piegpu/kernel/channel_layout.py; the ring size is read at run time so
 # device code does not depend on it.
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..channel_layout import HEADER_WORDS
+from .channel_layout import HEADER_WORDS
 from ..errors import CompileError
 from ..eta.ops import GroupOp
 from ..eta.program import Program

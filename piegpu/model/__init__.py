@@ -4,7 +4,7 @@ the default model, numpy reference (host side),
 and the model on the device: weights in GPU layouts (weights.py, gpu_weights.py), the forward pass
 in named steps (forward.py) over typed shader wrappers (kernels.py), working sets, and load_model.
 
-Importing this package does not import wgpu; gpu_model.py and loaded.py do.
+Importing this package does not import wgpu; gpu_model.py and piegpu.textgen do.
 """
 
 from .checkpoint import expected_shapes, load_checkpoint, save_checkpoint

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import channel_layout
+from ..kernel import channel_layout
 from ..errors import ModelError, ValidationError
 from ..runtime.dispatch import Recorder, UniformParams, replay
 from ..runtime.pipeline import MODEL_CLOSED

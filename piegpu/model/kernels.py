@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from .. import channel_layout
+from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix, weight_bindings

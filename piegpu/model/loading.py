@@ -1,6 +1,6 @@
 """Loading a model: config, tokenizer and chat template read, weights laid out and uploaded to the device.
 
-piegpu.loaded.load_model() wraps what load_parts() returns in the user-facing Model.
+piegpu.textgen.model.load_model() wraps what load_parts() returns in the user-facing Model.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Typed channels: bounded FIFO rings of cells in a GPU storage buffer.
 
-The buffer layout is piegpu/channel_layout.py's. The ring is `capacity + HISTORY` cells: the extra cells keep
+The buffer layout is piegpu/kernel/channel_layout.py's. The ring is `capacity + HISTORY` cells: the extra cells keep
 the values of passes still in flight, so when decoding stops early the pipeline can
 rewind every channel to the state the host accepted by rewriting two header words.
 
@@ -19,7 +19,7 @@ from math import prod
 
 import numpy as np
 
-from .. import channel_layout as layout
+from ..kernel import channel_layout as layout
 from ..dtypes import DType, dtype as _dtypes
 from ..errors import ChannelError, ChannelFull, ValidationError
 from ..eta import tracer

@@ -33,12 +33,11 @@ def emitter_sources(target: str) -> list:
     from pathlib import Path
     root = Path(__file__).parent.parent
     package = Path(inspect.getfile(type(_renderer(target)))).parent  # rules may live in sibling modules
-    return (sorted(root.joinpath("kernel").glob("*.py"))  # planner, templates, the C-style and C++ bases
+    return (sorted(root.joinpath("kernel").glob("*.py"))  # planner, templates, C-style/C++ bases, channel layout
             + sorted(package.glob("*.py"))
             + [root / "targets.py",  # which renderer a target name means
                root / "eta" / "ops.py",  # the op groups that decide what is stored and templated
-               root / "eta" / "interp.py", root / "eta" / "counter_rng.py",  # constant folding, RNG
-               root / "channel_layout.py"])  # channel ring headers, read and advanced by kernels
+               root / "eta" / "interp.py", root / "eta" / "counter_rng.py"])  # constant folding, RNG
 
 
 def emitter_version(target: str) -> str:

@@ -289,7 +289,7 @@ _BREAKERS: dict = {}
 
 
 def _token_text(tokenizer, vocab: int) -> list:
-    from ..inferlets.token_mask import token_bytes
+    from ..model.token_bytes import token_bytes
     pieces = token_bytes(tokenizer, vocab)
     for i, p in enumerate(pieces):
         if p is None:  # special tokens: llama.cpp detokenizes them with their text

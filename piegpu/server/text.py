@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..inferlets.token_mask import is_byte_level, piece_bytes
+from ..model.token_bytes import is_byte_level, piece_bytes
 
 
 class TextStream:

@@ -31,7 +31,7 @@ def browser():
 def model_capture(gpu):
     """The default model's shader specialisations and real logits (tests/browser/model_capture.py)."""
     from piegpu.errors import ModelError
-    from piegpu.loaded import load_model
+    from piegpu.textgen.model import load_model
     from tests.browser.model_capture import capture
     try:
         return capture(lambda: load_model(verbose=False))

@@ -4,14 +4,14 @@ The WGSL is `prog.emit("wgsl", limits=...)` planned for the browser device's lim
 arena layout and kernel list come from the same plan, as piegpu/runtime/compiled.py's
 build_artifact records them for wgpu. A pure program binds only the arena (ProgramItem);
 an epilogue also binds its logits and channel rings (EpilogueItem), laid out as
-piegpu/channel_layout.py says.
+piegpu/kernel/channel_layout.py says.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from piegpu import channel_layout, dtype
+from piegpu.kernel import channel_layout, dtype
 from piegpu.eta.interp import coerce_input, evaluate
 from piegpu.kernel.cstyle import grid
 from piegpu.kernel.plan import Limits, plan as make_plan

@@ -19,7 +19,7 @@ PROMPT = "Once upon a time, in a small village"
 @pytest.fixture(scope="module")
 def replayed(browser, gpu):
     """(the recorded passes, Chromium's logits of each pass)."""
-    from piegpu.loaded import load_model
+    from piegpu.textgen.model import load_model
     try:
         rec = capture_passes(lambda: load_model(verbose=False), PROMPT, browser.subgroup_lanes)
     except ModelError as e:

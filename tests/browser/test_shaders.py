@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from piegpu import channel_layout
+from piegpu.kernel import channel_layout
 from piegpu.model.shader_code import seq_code
 from piegpu.runtime.device import get_device
 from piegpu.model.shaders import binding_kinds, compose, includes, shader_root, standard_wgsl

@@ -7,7 +7,8 @@ import numpy as np
 
 from piegpu import dtype, eta
 from piegpu.inferlets.grammar import Constraint
-from piegpu.inferlets.token_mask import device_allowed, token_bytes, unpack_mask
+from piegpu.inferlets.token_mask import device_allowed, unpack_mask
+from piegpu.model.token_bytes import token_bytes
 
 
 def test_device_unpacks_the_host_mask(gpu):

@@ -1,6 +1,6 @@
 """kernel/inline.py: channel cell addressing, and where inlined values are computed.
 
-Channel buffers follow piegpu/channel_layout.py (the host ring writes them the same
+Channel buffers follow piegpu/kernel/channel_layout.py (the host ring writes them the same
 way): the kernels must read the cell at `head + seq` and write the cell at
 `tail + seq`, modulo the ring size read from the header at run time.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from piegpu import channel_layout as layout
+from piegpu.kernel import channel_layout as layout
 from piegpu import dtype, eta
 from piegpu.eta.ops import TType
 from piegpu.eta.program import Node, Program

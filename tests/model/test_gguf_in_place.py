@@ -111,7 +111,7 @@ def test_default_model_loads_in_place_with_the_same_tokens(tmp_path, default_ggu
 def test_unsupported_quant_type_names_file_tensor_and_type(tmp_path):
     import gguf
     from modeltest_helpers import gguf_tiny_config, random_weights, write_tiny_gguf
-    from piegpu.loaded import load_model
+    from piegpu.textgen.model import load_model
     cfg = gguf_tiny_config()
     path = write_tiny_gguf(tmp_path / "t.gguf", cfg, random_weights(cfg), "Q8_0")
     data = bytearray(path.read_bytes())

@@ -184,7 +184,7 @@ def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
     w = weights_from_gguf(cfg, raw)
     assert all("+" in L.qkv.fmt for L in w.layers)  # q, k and v of different types, each read natively
     gm = GpuModel(w)
-    from piegpu.loaded import Model
+    from piegpu.textgen.model import Model
     from tests.helpers import NullTokenizer
     model = Model(cfg, NullTokenizer(), gm, "gguf-tiny", None)
     run_parity(model, ReferenceModel(cfg, deq), [3, 1, 4, 1, 5], steps=3, tol=5e-5)

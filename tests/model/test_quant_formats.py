@@ -15,7 +15,7 @@ from math import ceil
 import numpy as np
 import pytest
 
-from piegpu import channel_layout
+from piegpu.kernel import channel_layout
 from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, GpuMatrix, dequantize, pack_ggml, upload,
                                       weight_bindings)
 from piegpu.model.shader_code import four_rows, matmul_params, matvec_dots, matvec_x

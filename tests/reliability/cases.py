@@ -422,7 +422,7 @@ def _generate_cases() -> list:
             args = {"prompt": "5 6", **kw}
             c.tiny.generate(args.pop("prompt"), **args).run()
         return f
-    g, s = "piegpu/generate.py", "piegpu/samplers.py"
+    g, s = "piegpu/textgen/generation.py", "piegpu/samplers.py"
     t = [
         ("an empty prompt", gen(prompt=""), ("prompt is empty",), ""),
         ("a prompt longer than the context", gen(prompt=" ".join(["7"] * 80)), ("80 tokens", "room for 64"), ""),
@@ -441,7 +441,7 @@ def _generate_cases() -> list:
 # ---- model files ------------------------------------------------------------------------------------
 
 def _load(c, d):
-    from piegpu.loaded import load_model
+    from piegpu.textgen.model import load_model
     load_model(d, verbose=False)
 
 
@@ -490,7 +490,7 @@ def _model_cases() -> list:
 
     def gguf_case(fn):
         def body(c):
-            from piegpu.loaded import load_model
+            from piegpu.textgen.model import load_model
             p = c.tmp / "bad.gguf"
             p.write_bytes(fn(c.gguf.read_bytes()))
             old = os.environ.get("PIEGPU_CACHE_DIR")

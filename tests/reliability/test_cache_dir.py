@@ -138,7 +138,7 @@ def test_a_gguf_loads_in_place_with_a_full_or_unwritable_cache(gpu, full_dir, mo
     if not mounted:
         (d / "models").write_text("a file where the models dir should be")  # unwritable instead of full
     before = sorted(str(p.relative_to(d)) for p in d.rglob("*"))
-    from piegpu.loaded import load_model
+    from piegpu.textgen.model import load_model
     from tests.reliability.cases import Ctx
     ctx = Ctx()
     try:

@@ -39,7 +39,7 @@ def test_interrupted_generation_leaves_a_reusable_working_set(gpu, scenario):
     (each after 1, 3 and 7 tokens). The next generation on the same working set must continue exactly
     as if the interrupted one had asked for the tokens it accepted. (Real SIGINTs at random moments:
     `python -m tests.reliability.interrupt_worker sigint`; not run here because a Ctrl-C between the
-    take and `seq.pending = tok` in generate.py's on_token still loses the pending token.)"""
+    take and `seq.pending = tok` in textgen/generation.py's on_token still loses the pending token.)"""
     verdict = worker(scenario)
     bad = [r for r in verdict["results"] if not r["ok"]]
     assert not bad, json.dumps(bad, indent=1)

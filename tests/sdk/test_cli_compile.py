@@ -73,10 +73,10 @@ def test_generate_sampler_program_flag_is_checked_before_the_model_loads(capsys,
 
 
 def test_generate_with_a_rust_sampler_program(default_model, capsys, tmp_path, monkeypatch):
-    import piegpu.loaded
+    import piegpu.textgen.model
     eta_file = tmp_path / "top_a.eta"
     eta_file.write_bytes(rust_example("top_a"))
-    monkeypatch.setattr(piegpu.loaded, "load_model", lambda *a, **k: default_model)
+    monkeypatch.setattr(piegpu.textgen.model, "load_model", lambda *a, **k: default_model)
     rc = main(["generate", "Once upon a time", "--max-tokens", "6", "--seed", "7", "--sampler-program", str(eta_file)])
     out = capsys.readouterr()
     assert rc == 0, out.err

@@ -37,7 +37,7 @@ class _Bench:
         self.ids = model.tokenizer.encode(PROMPT).ids
 
     async def _prefilled_ws(self):
-        from . import Channel, ForwardPass, StateGeometry, dtype
+        from .. import Channel, ForwardPass, StateGeometry, dtype
         ws = self.model.working_set(len(self.ids) + self.n + 3)
         pf = ForwardPass()
         pf.embed(Channel.from_(self.ids[:-1], dtype.i32), Channel.from_([0, len(self.ids) - 1], dtype.u32))
@@ -46,9 +46,9 @@ class _Bench:
         return ws
 
     def _loop(self, ws, sampler):
-        from . import Channel, ForwardPass, StateGeometry, channel_capacity, dtype, eta
-        from .eta import intrinsics
-        from .samplers import rng_advance
+        from .. import Channel, ForwardPass, StateGeometry, channel_capacity, dtype, eta
+        from ..eta import intrinsics
+        from ..samplers import rng_advance
         token_in = Channel.from_([self.ids[-1]], dtype.i32)
         token_out = Channel([1], dtype.i32).capacity(channel_capacity())
         rng = Channel.from_([7, 0], dtype.u32) if sampler.needs_rng else None
@@ -88,7 +88,7 @@ class _Bench:
 
     async def depth1(self) -> float:
         """One run of the depth-1 loop (submit, wait, take the token): ms/token."""
-        from .samplers import greedy
+        from ..samplers import greedy
         ws = await self._prefilled_ws()
         fwd, token_out = self._loop(ws, greedy())
         await self.pipe.submit(fwd)  # the first pass also builds this run's dispatch plan
@@ -111,7 +111,7 @@ class _Bench:
         return (time.perf_counter() - t0) / self.n * 1e3
 
     async def prefill(self, n: int = 128) -> dict:
-        from . import Channel, ForwardPass, StateGeometry, dtype
+        from .. import Channel, ForwardPass, StateGeometry, dtype
         text = ("The old lighthouse keeper climbed the stairs every evening, counting the steps and listening to the "
                 "sea. ") * 20
         ids = self.model.tokenizer.encode(text).ids[:n]
@@ -132,8 +132,8 @@ class NumpyReference:
     """Decode runs of the numpy reference forward (float32, OpenBLAS) on the same prompt."""
 
     def __init__(self, model_dir, n_tokens: int):
-        from .model.reference import ReferenceModel
-        from .model.tokenizer import load_tokenizer
+        from ..model.reference import ReferenceModel
+        from ..model.tokenizer import load_tokenizer
         self.ref = ReferenceModel.from_dir(model_dir)
         self.ids = load_tokenizer(model_dir).encode(PROMPT).ids
         self.n = n_tokens
@@ -151,7 +151,7 @@ class NumpyReference:
 def dispatch_cost_us(device) -> float:
     """Median cost of one dispatch of a trivial kernel inside a compute pass."""
     import wgpu
-    from .model.shaders import Kernel
+    from ..model.shaders import Kernel
     buf = device.create_buffer(size=64, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
     k = Kernel(device, "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n"
                        "@compute @workgroup_size(16) fn main(@builtin(global_invocation_id) g: vec3<u32>) "
@@ -179,7 +179,7 @@ import json, sys, time
 from piegpu import dtype, eta
 from piegpu.eta import cache
 from piegpu.runtime.compiled import compile_program
-from piegpu.bench import top_a_epilogue
+from piegpu.bench.table import top_a_epilogue
 from piegpu.runtime.device import get_device
 get_device()  # adapter and device creation are not part of compiling
 ctx = eta.IntrinsicContext.for_logits(49152)
@@ -193,8 +193,8 @@ print(json.dumps({"seconds": t1 - t0, "disk_hits": cache.cache_stats()["disk_hit
 
 def top_a_epilogue():
     """The benchmarked epilogue: top-a (a = 0.2) sampling with Gumbel noise on [vocab] logits."""
-    from . import dtype, eta
-    from .eta import intrinsics
+    from .. import dtype, eta
+    from ..eta import intrinsics
     logits = intrinsics.output(0)
     state = eta.broadcast(7, [2])
     probs = eta.softmax(eta.sanitize(logits))
@@ -205,9 +205,9 @@ def top_a_epilogue():
 
 def epilogue_compile() -> dict:
     """Trace, emit, cold compile and warm cache-hit times of the top-a epilogue."""
-    from . import eta
-    from .runtime.compiled import build_artifact, compile_program
-    from .runtime.device import get_device
+    from .. import eta
+    from ..runtime.compiled import build_artifact, compile_program
+    from ..runtime.device import get_device
     dev = get_device()
     ctx = eta.IntrinsicContext.for_logits(49152)
     trace_ms = []
@@ -249,7 +249,7 @@ GRAMMAR_SCHEMA = {"type": "object", "properties": {
 def grammar_row(model, runs: int) -> dict:
     """JSON-schema constrained generation (greedy, chat): tokens/s, llguidance ms per sampled token, and
     llguidance's mask + consume ms per token replayed on the generated tokens (no device work)."""
-    from .inferlets.grammar import Constraint
+    from ..inferlets.grammar import Constraint
     tps, mask_ms, replay_ms = [], [], []
     for r in range(runs + 1):
         g = model.generate("Describe a person who lives in Paris. Answer in JSON.", chat=True, max_tokens=48,
@@ -273,10 +273,10 @@ def grammar_row(model, runs: int) -> dict:
 
 def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     """Every benchmark, side by side in this process (the numpy reference too)."""
-    from .runtime.device import get_device
-    from .model.default import default_model_dir
-    from .loaded import load_model
-    from .samplers import greedy, top_p
+    from ..runtime.device import get_device
+    from ..model.default import default_model_dir
+    from ..textgen.model import load_model
+    from ..samplers import greedy, top_p
     dev = get_device()
     model = load_model(verbose=False)
     b = _Bench(model, n_tokens, runs)
@@ -315,7 +315,7 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     out["depth1_greedy"]["submits_per_token"] = 1.0
     out["host_sampling"]["readback_bytes_per_token"] = model.gpu.config.vocab_size * 4
     out["epilogue"] = epilogue_compile()
-    from .bench_batch import run as batch_rows
+    from .batch import run as batch_rows
     out["batching"] = batch_rows(model, ref.ref, runs=runs)
     out["grammar"] = grammar_row(model, runs)
     a = out["run_ahead_greedy"]
@@ -370,7 +370,7 @@ def table(r: dict) -> str:
                      f"device pass, + {gr['forced']} forced of {gr['tokens']}); mask + consume replayed "
                      f"{gr['replay_mask_ms_per_token']:.3f} ms/token")
     if "batching" in r:
-        from .bench_batch import rows as batch_lines
+        from .batch import rows as batch_lines
         lines += batch_lines(r["batching"])
     return "\n".join(lines)
 

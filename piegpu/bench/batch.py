@@ -19,7 +19,7 @@ DECODE_PROMPT = "Once upon a time"
 
 def prefill_vs_numpy(model, ref, lengths=(128, 512), runs: int = 3) -> dict:
     """Prefill tokens/s of piegpu (session prefill, chunks of up to 256) and of the numpy reference, interleaved."""
-    from .runtime.session import run_sync
+    from ..runtime.session import run_sync
     ids_all = model.tokenizer.encode(PREFILL_TEXT).ids
     out = {}
     for n in lengths:
@@ -43,9 +43,9 @@ def prefill_vs_numpy(model, ref, lengths=(128, 512), runs: int = 3) -> dict:
 
 def batched_decode(model, batches=(1, 8), tokens: int = 16, runs: int = 3) -> dict:
     """Greedy decode through the runtime Batch: per batch size, ms per pass and aggregate tokens/s (pass_table)."""
-    from .runtime.batch import Batch
-    from .runtime.session import run_sync
-    from .samplers.rows import RowParams, RowSampling
+    from ..runtime.batch import Batch
+    from ..runtime.session import run_sync
+    from ..samplers.rows import RowParams, RowSampling
     ids = model.tokenizer.encode(DECODE_PROMPT).ids
     per_pass = {B: [] for B in batches}
     for r in range(runs + 1):

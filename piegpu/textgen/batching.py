@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import time
 
-from .errors import ValidationError
-from .generate import Generation
-from .runtime.batch import Batch
-from .runtime.session import run_sync
-from .samplers.rows import RowParams, RowSampling, RowState
+from ..errors import ValidationError
+from .generation import Generation
+from ..runtime.batch import Batch
+from ..runtime.session import run_sync
+from ..samplers.rows import RowParams, RowSampling, RowState
 
 
 def _check_n(n) -> int:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import threading
 
-from .errors import ValidationError
-from .model.config import LlamaConfig
-from .model.loading import load_parts
-from .model.tokenizer import chat_prompt
-from .runtime.pipeline import MODEL_CLOSED, device_lock
+from ..errors import ValidationError
+from ..model.config import LlamaConfig
+from ..model.loading import load_parts
+from ..model.tokenizer import chat_prompt
+from ..runtime.pipeline import MODEL_CLOSED, device_lock
 
 SESSION_ROUND = 256  # the shared session's working set grows in steps of this many tokens
 
@@ -76,7 +76,7 @@ class Model:
         `window`: passes run_ahead keeps in flight (default 4 on GPUs, 1 on CPU adapters).
         `record_ahead`: record each next pass while the current one runs (default: GPUs only).
         """
-        from .runtime.pipeline import Pipeline
+        from ..runtime.pipeline import Pipeline
         self.check_open()
         return Pipeline(self, target=target, window=window, record_ahead=record_ahead)
 
@@ -103,7 +103,7 @@ class Model:
         working set has room for at least N tokens and keeps the KV of the last call, so a
         prompt sharing a prefix with it (a chat template's system prompt) prefills only the rest.
         """
-        from .runtime.session import Session
+        from ..runtime.session import Session
         self.check_open()
         if working_set is not None:
             if tokens is not None:
@@ -148,7 +148,7 @@ class Model:
             messages = [{"role": "user", "content": messages}]
         if self.chat_template is None:
             return chat_prompt(messages, add_generation_prompt)
-        from .model.chat_template import special_tokens_of  # the template's bos_token, eos_token
+        from ..model.chat_template import special_tokens_of  # the template's bos_token, eos_token
         bos = self.config.bos_token_id
         adds_bos = isinstance(bos, int) and self.tokenizer.encode("x").ids[:1] == [bos]
         return chat_prompt(messages, add_generation_prompt, self.chat_template,
@@ -181,7 +181,7 @@ class Model:
                                       "and reuse_prefix=")
             return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
                            temperature=temperature, stop=stop, chat=chat, on_token=on_token, **sampler_args)
-        from .generate import Generation
+        from .generation import Generation
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                           seed=seed, stop=stop, working_set=working_set, chat=chat, on_token=on_token,
                           reuse_prefix=reuse_prefix, **sampler_args)
@@ -198,7 +198,7 @@ class Model:
 
 def _no_program(sampler, where: str) -> None:
     """Sampler containers (generate(sampler=prog)) run one sequence at a time: a clear error elsewhere."""
-    from .samplers.program import is_sampler_program
+    from ..samplers.program import is_sampler_program
     if is_sampler_program(sampler):
         raise ValidationError(f"{where}: a sampler program (eta container) runs in generate() with n=1 only. "
                               "Fix: call model.generate(prompt, sampler=prog) per prompt, or use a named sampler")

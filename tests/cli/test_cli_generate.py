@@ -55,8 +55,8 @@ def test_cli_json_schema_and_errors(default_model, tmp_path, capsys):
 
 @pytest.fixture
 def no_model_load(monkeypatch):
-    """load_model (imported by piegpu/cli/generate.py as piegpu.loaded.load_model) raises if called."""
-    import piegpu.loaded as loaded
+    """load_model (imported by piegpu/cli/generate.py as piegpu.textgen.model.load_model) raises if called."""
+    import piegpu.textgen.model as loaded
     calls = []
 
     def refuse(*args, **kwargs):
@@ -120,5 +120,5 @@ def test_options_are_checked_before_load_in_cli_source():
 
     import piegpu.cli as cli
     src = inspect.getsource(cli._cmd_generate)
-    assert "from ..loaded import load_model" in src, "the CLI loads the model elsewhere: update no_model_load"
+    assert "from ..textgen.model import load_model" in src, "the CLI loads the model elsewhere: update no_model_load"
     assert src.index("_checked_options(args)") < src.index("load_model(args.model")

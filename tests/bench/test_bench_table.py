@@ -2,7 +2,7 @@
 
 import pytest
 
-from piegpu.bench_batch import pass_table, rows
+from piegpu.bench.batch import pass_table, rows
 
 
 def test_ratios_are_medians_of_run_pairs():

@@ -7,11 +7,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .errors import ValidationError
-from .runtime.loops import DecodeLoop, decode_loop
-from .runtime.session import iterate_sync, run_sync
-from .samplers import OPTIONS, SamplerStates, SeqContext, from_spec
-from .samplers.program import ProgramSampler, ProgramStates, is_sampler_program
+from ..errors import ValidationError
+from ..runtime.loops import DecodeLoop, decode_loop
+from ..runtime.session import iterate_sync, run_sync
+from ..samplers import OPTIONS, SamplerStates, SeqContext, from_spec
+from ..samplers.program import ProgramSampler, ProgramStates, is_sampler_program
 
 @dataclass
 class GenerationStats:
@@ -79,7 +79,7 @@ class Generation:
             if k in sampler_args:
                 value = sampler_args.pop(k)
         options = {k: sampler_args.pop(k) for k in OPTIONS if k in sampler_args}
-        from .inferlets.grammar import REQUEST_KEYS, Constraint, pop_request
+        from ..inferlets.grammar import REQUEST_KEYS, Constraint, pop_request
         # grammar=/lark=/regex=/json_schema=/json_object=: checked (llguidance's message) before any device work
         self.constraint = Constraint.from_request(model, **pop_request(sampler_args))
         self.grammar_stats = None
@@ -94,7 +94,7 @@ class Generation:
         else:
             self.sampler = from_spec(sampler, temperature, value, **options).for_tokenizer(model.tokenizer)
         if watermark is not None:
-            from .inferlets.watermark import Watermark
+            from ..inferlets.watermark import Watermark
             self.sampler = self.sampler.then(Watermark.of(watermark))
         self.seed = seed
         self.stop_ids, self.stop_strings = self._stops(stop)
@@ -199,7 +199,7 @@ class Generation:
             self.stats.prefill_s = time.perf_counter() - t0
             return
         if self.constraint is not None:  # a depth-1 loop: the host writes each step's mask (inferlets/grammar.py)
-            from .inferlets.grammar_loop import constrained_pieces
+            from ..inferlets.grammar_loop import constrained_pieces
             self.stats.prefill_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             async for piece in constrained_pieces(self, sess):
