@@ -12,11 +12,21 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs)  # the JS SDK's tests (sdk
 # tests/browser: Chromium's WebGPU (Dawn/Tint on SwiftShader), driven by Playwright from .[test];
 # Playwright launches this binary and never downloads a browser.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# The Rust SDK's tests (sdk/rust): a cargo that runs. `command -v cargo` is not enough: rustup's proxy is found on
+# PATH but cannot run without a default toolchain for this user (e.g. a fresh home directory). Debian's cargo
+# (Debian 12: cargo 0.66 with rustc 1.63, the crate's rust-version) builds the crate; it pulls in rustc.
+cargo_runs() { cargo --version >/dev/null 2>&1 || { /usr/bin/cargo --version && /usr/bin/rustc --version; } >/dev/null 2>&1; }
+cargo_runs || need_apt+=(cargo)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+cargo_runs || { echo "setup: no cargo runs (cargo --version fails), so the Rust SDK (sdk/rust) cannot be tested" >&2; exit 1; }
+if ! cargo --version >/dev/null 2>&1; then
+  echo "setup: the cargo on PATH ($(command -v cargo || echo none)) does not run (rustup with no default toolchain?);" \
+       "the tests use Debian's /usr/bin/cargo and /usr/bin/rustc instead" >&2
 fi
 
 echo "setup: pip install -e .[test]" >&2

@@ -4,6 +4,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
+# A cargo that runs: where the one on PATH does not (rustup's proxy with no default toolchain for this user), Debian's,
+# which setup.sh installs, with Debian's rustc and rustdoc (cargo runs the rustc on PATH, the proxy too).
+CARGO_BIN=cargo
+if ! cargo --version >/dev/null 2>&1 && /usr/bin/cargo --version >/dev/null 2>&1; then
+  CARGO_BIN=/usr/bin/cargo
+  export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+fi
 export PIEGPU_STRICT_SKIPS=1
 python3 -m pytest -q -p no:cacheprovider tests "$@"
 rc=$?
@@ -18,9 +25,9 @@ if ! command -v node >/dev/null 2>&1; then
 fi
 (cd sdk/js && node --test test/*.test.js) || { echo "test.sh: the JS SDK tests (sdk/js) failed" >&2; exit 1; }
 # The Rust SDK (sdk/rust, std only, no registry needed). A missing cargo fails here rather than skipping it.
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "test.sh: cargo is not installed, so the Rust SDK tests (sdk/rust) cannot run. Fix: install Rust (rustup or Debian's cargo)" >&2
+if ! "$CARGO_BIN" --version >/dev/null 2>&1; then
+  echo "test.sh: no cargo runs (\`cargo --version\` fails), so the Rust SDK tests (sdk/rust) cannot run. Fix: install Rust (rustup default stable, or Debian's cargo)" >&2
   exit 1
 fi
-(cd sdk/rust && cargo test --offline --quiet) || { echo "test.sh: the Rust SDK tests (sdk/rust) failed" >&2; exit 1; }
+(cd sdk/rust && "$CARGO_BIN" test --offline --quiet) || { echo "test.sh: the Rust SDK tests (sdk/rust) failed" >&2; exit 1; }
 exit $rc

@@ -6,6 +6,7 @@ A missing node or cargo fails the test (pytest.fail), it does not skip: the SDKs
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -36,11 +37,28 @@ def js_output(script: str, *args: str) -> bytes:
     return out.stdout
 
 
+def _runs(path: str) -> bool:
+    return os.access(path, os.X_OK) and subprocess.run([path, "--version"], capture_output=True).returncode == 0
+
+
+def _cargo() -> tuple[str, dict | None]:
+    """A cargo that runs, and the environment to run it in: the cargo on PATH; where that does not run (rustup's proxy
+    with no default toolchain for this user, e.g. a fresh home directory), Debian's /usr/bin/cargo with Debian's
+    rustc and rustdoc (cargo runs the rustc on PATH, which would be the proxy too)."""
+    cargo = _tool("cargo", "install Rust (cargo); the crate needs no registry (cargo run --offline)")
+    if _runs(cargo):
+        return cargo, None
+    if _runs("/usr/bin/cargo") and _runs("/usr/bin/rustc"):
+        return "/usr/bin/cargo", {**os.environ, "RUSTC": "/usr/bin/rustc", "RUSTDOC": "/usr/bin/rustdoc"}
+    pytest.fail(f"{cargo} does not run (`cargo --version` fails: rustup with no default toolchain?). "
+                "Fix: `rustup default stable`, or install Debian's cargo (scripts/setup.sh does)")
+
+
 def rust_example(name: str) -> bytes:
     """stdout of `cargo run --offline --example NAME` in sdk/rust (bytes)."""
-    cargo = _tool("cargo", "install Rust (cargo); the crate needs no registry (cargo run --offline)")
+    cargo, env = _cargo()
     out = subprocess.run([cargo, "run", "--offline", "--quiet", "--example", name], cwd=RUST, capture_output=True,
-                         timeout=600)
+                         timeout=600, env=env)
     assert out.returncode == 0, out.stderr.decode()
     return out.stdout
 

@@ -95,7 +95,10 @@ pub fn bisect_keys(lead: &[u32], mut too_big: impl FnMut(Tensor) -> Tensor) -> T
 
 /// A per-row parameter tensor (x's leading axes, dtype `dt`) checked for `op`; None for a literal.
 fn row_param(v: &Value, x: Tensor, op: &str, dt: DType) -> Option<Tensor> {
-    let Value::Tensor(t) = *v else { return None };
+    let t = match *v {
+        Value::Tensor(t) => t,
+        _ => return None,
+    };
     let lead = &x.shape()[..x.rank() - 1];
     if t.dtype() != dt || t.shape() != lead {
         raise(Error::validation(format!(

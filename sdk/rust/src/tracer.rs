@@ -339,7 +339,7 @@ pub fn to_tensor(v: &Value, like: Option<&Tensor>, place: &str) -> Tensor {
 /// numpy-style broadcast of two shapes (right-aligned).
 pub fn broadcast_shapes(op: &str, a: &[u32], b: &[u32]) -> Result<Vec<u32>, Error> {
     let n = a.len().max(b.len());
-    let pad = |s: &[u32]| -> Vec<u32> { std::iter::repeat_n(1, n - s.len()).chain(s.iter().copied()).collect() };
+    let pad = |s: &[u32]| -> Vec<u32> { std::iter::repeat(1).take(n - s.len()).chain(s.iter().copied()).collect() };
     let (pa, pb) = (pad(a), pad(b));
     pa.iter().zip(&pb).map(|(&x, &y)| {
         if x != y && x != 1 && y != 1 {
@@ -593,9 +593,10 @@ pub mod intrinsics {
 
     fn logits(name: &str, index: u32) -> (TType, u32) {
         let ctx = with(|b| b.context);
-        let Some((ty, rows)) = ctx.logits else {
-            raise(Error::trace("intrinsics are only available when the trace says what the runtime provides. \
-                                Fix: trace_with(for_logits(vocab, 1), |_| ..., &[])"))
+        let (ty, rows) = match ctx.logits {
+            Some(logits) => logits,
+            None => raise(Error::trace("intrinsics are only available when the trace says what the runtime provides. \
+                                        Fix: trace_with(for_logits(vocab, 1), |_| ..., &[])")),
         };
         if name != "logits" {
             raise(Error::validation(format!("unknown intrinsic {name:?}. Fix: use \"logits\"")));
