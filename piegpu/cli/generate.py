@@ -84,13 +84,13 @@ def _checked_options(args) -> tuple:
     Runs before the model loads, so a bad flag costs nothing; the integer flags are
     range-checked by argparse (see _int_at_least).
     """
-    from ..samplers import from_spec
+    from ..samplers.options import SamplingOptions
     _check_modes(args)
     schema = _constraint_request(args)
     value, options = _sampler_options(args)
-    sampler = from_spec(args.sampler, args.temperature, value, **options)
+    sampler = SamplingOptions.of(args.sampler, args.temperature, value=value, **options)
     if args.sampler_program is not None:
-        sampler = _sampler_program(args, value, options, schema)
+        sampler = SamplingOptions.of(_sampler_program(args, value, options, schema))
     watermark = None
     if args.watermark is not None:
         from ..inferlets.watermark import Watermark

@@ -100,7 +100,7 @@ async def constrained_pieces(gen, sess):
                 # budget closing: when the shortest completion found barely fits, take it (unsampled)
                 path = m.completion(left)
                 if path == [] and left == 1:  # complete now, and one more token could leave it open
-                    gen.stats.stop_reason = "grammar complete"
+                    gen.out.end("grammar complete")
                     return
                 if path is not None and len(path) >= left - 2:
                     forced = path
@@ -128,7 +128,7 @@ async def constrained_pieces(gen, sess):
                                  sampler=gen.sampler)
                 continue
             if m.is_done():
-                gen.stats.stop_reason = "grammar complete"
+                gen.out.end("grammar complete")
                 return
             t0 = time.perf_counter()
             m.mask_into(buf)

@@ -14,7 +14,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..errors import PieGpuError
-from ..samplers.rows import RowParams
+from ..samplers.options import SamplingOptions
 from .engine import Engine, Job, QueueFull
 from .protocol import ChatCompletionRequest, CompletionRequest, ServerError, error_body
 
@@ -69,10 +69,11 @@ class Api:
             top_k = 0  # keeps every token, as a k at or above the vocab size does
         constrained = self.constraints is not None and self.constraints.wants(req)
         try:
-            return [RowParams(req.temperature, top_k, req.top_p, req.min_p, _seed(req, i), logprobs,
-                              rep, req.presence_penalty, req.frequency_penalty, tuple(bias), top, constrained,
-                              req.typical_p)
-                    for i in range(req.n)]
+            options = SamplingOptions.of("temperature", req.temperature, where="request", top_k=top_k,
+                                         top_p=req.top_p, min_p=req.min_p, typical=req.typical_p,
+                                         repetition_penalty=rep, presence_penalty=req.presence_penalty,
+                                         frequency_penalty=req.frequency_penalty, logit_bias=dict(bias))
+            return [options.row_params(_seed(req, i), logprobs, top, constrained) for i in range(req.n)]
         except PieGpuError as e:
             raise ServerError(400, str(e)) from None
 

@@ -19,9 +19,10 @@ from typing import Callable
 
 from ..runtime.batch import Batch
 from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
-from ..samplers.rows import RowParams, RowSampling, RowState
+from ..samplers.rows import RowParams, RowSampling
+from ..textgen.tokens import TokenOutput, admit, finish_reason
 from .prefix_cache import PrefixCache
-from .text import TextStream, TokenText
+from .text import TokenText
 
 WS_ROUND = 256  # working sets are allocated in multiples of this many positions
 SHARE_MIN = 16  # a joining prompt sharing this many tokens with an earlier joining one copies them from it
@@ -33,7 +34,7 @@ class Choice:
 
     index: int
     params: RowParams
-    text: TextStream
+    out: TokenOutput  # its tokens and text (stop strings held back)
     constraint: object = None
     seq: object = None  # the runtime Sequence once it joined the batch
     finish_reason: str = ""
@@ -343,23 +344,21 @@ class Engine:
         self._joining.remove(job)
         sessions = [job.session] + [job.session.fork() for _ in job.params[1:]]
         for i, (p, sess) in enumerate(zip(job.params, sessions)):
-            c = Choice(i, p, TextStream(self.model.tokenizer, job.stops))
+            c = Choice(i, p, TokenOutput(self.model.tokenizer, job.stop_ids, job.stops, job.max_tokens))
             if job.constraint is not None:
                 c.constraint = _Guarded(c, job.constraint())
-            state = RowState(p, self.vocab, job.prompt_ids, c.constraint)
-            c.seq = self.batch.add(job.prompt_ids, p, job.max_tokens, job.stop_ids, self._on_token(job, c),
-                                   session=sess, row_state=state)
+            c.seq = admit(self.batch, c.out, job.prompt_ids, p, session=sess, constraint=c.constraint,
+                          on_token=self._on_token(job, c))
             job.choices.append(c)
         self._running.append(job)
         self.cache.put(job.session)  # its prompt's KV is final: later prompts may copy from it already
 
     def _on_token(self, job: Job, c: Choice):
-        def on_token(seq, tok):
+        def on_token(seq, tok, piece):
             if c.error:
                 return False
             try:
                 c.tokens += 1
-                piece = c.text.push(tok)
                 entry = None
                 if c.params.logprobs:
                     top = seq.top_logprobs[-1] if c.params.top_logprobs else []
@@ -367,7 +366,7 @@ class Engine:
                 if piece or entry is not None:
                     job.emit({"type": "piece", "index": c.index, "text": piece,
                               "tokens": [entry] if entry is not None else []})
-                return not c.text.stopped
+                return True
             except Exception as e:  # noqa: BLE001 -- this choice fails, the batch goes on
                 c.error = f"{type(e).__name__}: {e}"
                 return False
@@ -385,7 +384,7 @@ class Engine:
                     c.finish_reason = "length" if c.seq.finish_reason == "length" else (
                         "cancelled" if c.seq.finish_reason == "cancelled" else "stop")
                     if c.finish_reason != "cancelled" and not job.cancelled:
-                        rest = c.text.finish()
+                        rest = c.out.finish(finish_reason(c.seq))
                         if rest:
                             job.emit({"type": "piece", "index": c.index, "text": rest, "tokens": []})
                         job.emit({"type": "finish", "index": c.index, "reason": c.finish_reason})

@@ -19,7 +19,8 @@ from ..errors import ValidationError
 from .generation import Generation
 from ..runtime.batch import Batch
 from ..runtime.session import run_sync
-from ..samplers.rows import RowParams, RowSampling, RowState
+from ..samplers.rows import RowSampling
+from .tokens import admit, finish_reason
 
 
 def _check_n(n) -> int:
@@ -32,29 +33,20 @@ def _batch(model, max_batch: int) -> Batch:
     return Batch(model, RowSampling(model.config.vocab_size), max_batch=max_batch)
 
 
-def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False) -> None:
-    """Add generation g to the batch; its tokens and text arrive through g.accept."""
-    constraint = getattr(g, "constraint", None)  # grammar=/regex=/json_schema=...: a mask per row
-    params = RowParams.of(g.sampler, g.seed, logprobs, constrained=constraint is not None)
-    g._done = True  # it runs here, not through its own stream
-    g.stats.stop_reason = ""
-
-    def on_token(seq, tok):
-        _, more = g.accept(tok)
-        return more
-    state = RowState(params, g.model.config.vocab_size, g.prompt_ids,  # penalties count the prompt, as generate() does
-                     constraint.matcher() if constraint is not None else None)
-    g._seq = batch.add(g.prompt_ids, params, g.budget, g.stop_ids, on_token, session=session, row_state=state)
+def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
+    """Admit generation g to the batch (its tokens and text arrive through g.out); returns its runtime Sequence."""
+    g.start()  # it runs here, not through its own stream
+    constraint = g.constraint.matcher() if g.constraint is not None else None  # a grammar mask per row
+    params = g.options.row_params(g.seed, logprobs, constrained=constraint is not None)
+    # penalties count the prompt, as generate() does
+    return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint)
 
 
-def _finish(batch: Batch, gens: list, t0: float, prefill_s: float = 0.0) -> list:
-    for g in gens:
-        s = g._seq
-        g.stats.generated = len(g.tokens)
+def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
+    for g, s in zip(gens, seqs):
+        g.finish(finish_reason(s))
         g.stats.decode_s = time.perf_counter() - t0
         g.stats.prefill_s = prefill_s
-        if not g.stats.stop_reason:
-            g.stats.stop_reason = {"stop": "stop token", "cancelled": "cancelled"}.get(s.finish_reason, "max_tokens")
     return gens
 
 
@@ -71,11 +63,10 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
         except ValidationError as e:
             raise ValidationError(f"generate_batch: prompt {i}: {e}") from None
     batch = _batch(model, max_batch)
-    for g in gens:
-        _join(batch, g)
+    seqs = [_join(batch, g) for g in gens]
     t0 = time.perf_counter()
     await batch.run()
-    return _finish(batch, gens, t0)
+    return _finish(seqs, gens, t0)
 
 
 def generate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0, seed: int = 0,
@@ -122,11 +113,10 @@ class Samples:
         sessions = [base] + [base.fork() for _ in range(self.n - 1)]
         prefill_s = time.perf_counter() - t0
         batch = _batch(self.model, self.n)
-        for g, sess in zip(self.samples, sessions):
-            _join(batch, g, session=sess, logprobs=self.logprobs)
+        seqs = [_join(batch, g, session=sess, logprobs=self.logprobs) for g, sess in zip(self.samples, sessions)]
         t1 = time.perf_counter()
         await batch.run()
-        _finish(batch, self.samples, t1, prefill_s)
-        for g in self.samples:
-            g.logprobs = g._seq.logprobs[:len(g.tokens)]
+        _finish(seqs, self.samples, t1, prefill_s)
+        for g, s in zip(self.samples, seqs):
+            g.logprobs = s.logprobs[:len(g.tokens)]
         return [g.text for g in self.samples]

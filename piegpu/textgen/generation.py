@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from dataclasses import dataclass
 
 from ..errors import ValidationError
 from ..runtime.loops import DecodeLoop, decode_loop
 from ..runtime.session import iterate_sync, run_sync
-from ..samplers import OPTIONS, SamplerStates, SeqContext, from_spec
-from ..samplers.program import ProgramSampler, ProgramStates, is_sampler_program
+from ..samplers import SamplerStates, SeqContext
+from ..samplers.options import SamplingOptions
+from ..samplers.program import ProgramSampler, ProgramStates
+from .tokens import MAX_TOKENS, TokenOutput
 
 @dataclass
 class GenerationStats:
@@ -74,30 +75,20 @@ class Generation:
         self.model = model
         self.prompt = prompt
         self.max_tokens = max_tokens
-        value = sampler_args.pop("value", None)
-        for k in ("k", "p", "a"):
-            if k in sampler_args:
-                value = sampler_args.pop(k)
-        options = {k: sampler_args.pop(k) for k in OPTIONS if k in sampler_args}
         from ..inferlets.grammar import REQUEST_KEYS, Constraint, pop_request
         # grammar=/lark=/regex=/json_schema=/json_object=: checked (llguidance's message) before any device work
         self.constraint = Constraint.from_request(model, **pop_request(sampler_args))
         self.grammar_stats = None
-        if sampler_args:
-            raise ValidationError(f"generate: unknown arguments {sorted(sampler_args)}. Fix: sampler options are "
-                                  f"{['value', 'k', 'p', 'a', 'watermark', *REQUEST_KEYS, *OPTIONS]}")
-        if is_sampler_program(sampler):  # a container from any tracer (Python, JS, Rust)
-            self.sampler = ProgramSampler(sampler, model.config.vocab_size, temperature, value, options, watermark)
-            if self.constraint is not None:
-                raise ValidationError("generate(sampler=program) cannot take a grammar/schema/regex constraint yet. "
-                                      "Fix: mask_apply the constraint inside the program, or use a named sampler")
-        else:
-            self.sampler = from_spec(sampler, temperature, value, **options).for_tokenizer(model.tokenizer)
-        if watermark is not None:
+        self.options = SamplingOptions.of(sampler, temperature, also=("watermark", *REQUEST_KEYS), **sampler_args)
+        if self.options.is_program and self.constraint is not None:
+            raise ValidationError("generate(sampler=program) cannot take a grammar/schema/regex constraint yet. "
+                                  "Fix: mask_apply the constraint inside the program, or use a named sampler")
+        self.sampler = self.options.for_sequence(model.tokenizer, model.config.vocab_size, watermark)
+        if watermark is not None and not self.options.is_program:
             from ..inferlets.watermark import Watermark
             self.sampler = self.sampler.then(Watermark.of(watermark))
         self.seed = seed
-        self.stop_ids, self.stop_strings = self._stops(stop)
+        stop_ids, stop_strings = self._stops(stop)
         ids = model.tokenizer.encode(self.prompt).ids
         self.ws = working_set
         self.reuse_prefix = bool(reuse_prefix)
@@ -116,15 +107,34 @@ class Generation:
         if start + len(ids) > limit:
             raise ValidationError(f"generate: the prompt has {len(ids)} tokens but the context has room for "
                                   f"{limit - start}. Fix: a shorter prompt or a larger working set")
-        self.budget = min(max_tokens, limit - start - len(ids) + 1)
-        self.tokens: list = []
-        self.text = ""
+        self.out = TokenOutput(model.tokenizer, stop_ids, stop_strings, min(max_tokens, limit - start - len(ids) + 1),
+                               on_token)
         self.stats = GenerationStats(prompt_tokens=len(ids))
         if reuse_prefix:
             self._plan_reuse(model.session(working_set))
-        self._done = False
-        self.on_token = on_token
-        self._cancel = threading.Event()
+        self._started = False
+
+    # ---- the output (the token-level core: textgen/tokens.py) ------------------------------------
+    tokens = property(lambda self: self.out.tokens, doc="The generated token ids (a stop token excluded).")
+    text = property(lambda self: self.out.text, doc="The text so far (no stop string, nor what may begin one).")
+    budget = property(lambda self: self.out.budget, doc="Tokens it may draw (max_tokens or the room left).")
+
+    def accept(self, tok: int) -> tuple:
+        """Take the next drawn token: (new text piece, whether to go on)."""
+        return self.out.accept(tok)
+
+    def start(self) -> None:
+        """Mark this generation as running (once): a second run is a ValidationError."""
+        if self._started:
+            raise ValidationError("this Generation already ran. Fix: call model.generate(...) again")
+        self._started = True
+
+    def finish(self, reason: str = MAX_TOKENS) -> str:
+        """It ended (for `reason` unless one is recorded): returns the held-back text and fills stats.stop_reason."""
+        rest = self.out.finish(reason)
+        self.stats.stop_reason = self.out.stop_reason
+        self.stats.generated = len(self.tokens)
+        return rest
 
     def _stops(self, stop):
         ids = set(self.model.config.eos_token_ids)
@@ -171,18 +181,16 @@ class Generation:
         flight are rewound, so a later generate() on the same working set continues from exactly
         the tokens this one produced. stats.stop_reason becomes "cancelled".
         """
-        self._cancel.set()
+        self.out.cancel()
 
     @property
     def cancelled(self) -> bool:
         """Whether cancel() was called."""
-        return self._cancel.is_set()
+        return self.out.cancelled
 
     # ---- the work -------------------------------------------------------------------------------
     async def _stream(self):
-        if self._done:
-            raise ValidationError("this Generation already ran. Fix: call model.generate(...) again")
-        self._done = True
+        self.start()
         model = self.model
         if self.ws is None:
             need = min(model.config.max_position_embeddings, len(self.prompt_ids) + self.max_tokens + 1)
@@ -193,9 +201,9 @@ class Generation:
         pipe = sess.pipe
         t0 = time.perf_counter()
         await sess.extend(self.prompt_ids[:-1])
-        if self._cancel.is_set():  # cancelled before decoding: the prompt's last token stays pending
+        if self.cancelled:  # cancelled before decoding: the prompt's last token stays pending
             sess.pending = self.prompt_ids[-1]
-            self.stats.stop_reason = "cancelled"
+            self.finish("cancelled")
             self.stats.prefill_s = time.perf_counter() - t0
             return
         if self.constraint is not None:  # a depth-1 loop: the host writes each step's mask (inferlets/grammar.py)
@@ -204,9 +212,10 @@ class Generation:
             t1 = time.perf_counter()
             async for piece in constrained_pieces(self, sess):
                 yield piece
+            rest = self.finish()
+            if rest:
+                yield rest
             self.stats.decode_s = time.perf_counter() - t1
-            self.stats.generated = len(self.tokens)
-            self.stats.stop_reason = self.stats.stop_reason or "max_tokens"
             return
         sampling = sess.loop(("generate", self.sampler), lambda: self._sampling(sess))
         loop = sampling.loop
@@ -252,41 +261,15 @@ class Generation:
                 sess.embedded(self.prompt_ids[-1:] + taken[:-1])
             else:  # stopped before the first token: the prompt's last token is still pending
                 sess.pending = self.prompt_ids[-1]
+        rest = self.finish()
+        if rest:
+            yield rest
         self.stats.decode_s = time.perf_counter() - t1
-        self.stats.generated = len(self.tokens)
-        if not self.stats.stop_reason:
-            self.stats.stop_reason = "max_tokens"
 
     @property
     def finish_reason(self) -> str:
         """OpenAI's finish reason: "length" when max_tokens (or the context) ended it, else "stop"."""
         return "length" if self.stats.stop_reason == "max_tokens" else "stop"
-
-    def accept(self, tok: int) -> tuple:
-        """Take the next drawn token: (new text piece, whether to go on). Stop tokens and strings end it."""
-        if tok in self.stop_ids:
-            self.stats.stop_reason = "stop token"
-            return "", False
-        self.tokens.append(tok)
-        text = self.model.tokenizer.decode(self.tokens)
-        cut = min((text.find(s) for s in self.stop_strings if s in text), default=-1)
-        if cut >= 0:
-            text = text[:cut]
-            self.stats.stop_reason = "stop string"
-        piece = ""
-        if not text.endswith("\ufffd") or cut >= 0:  # a token may end inside a multi-byte character
-            piece = text[len(self.text):]
-            self.text = text
-        more = cut < 0 and len(self.tokens) < self.budget
-        if more and self._cancel.is_set():
-            self.stats.stop_reason = "cancelled"
-            more = False
-        if piece and self.on_token is not None and self.on_token(piece) is False:
-            self._cancel.set()
-            if more:
-                self.stats.stop_reason = "cancelled"
-                more = False
-        return piece, more
 
     def _sampling(self, sess) -> _Sampling:
         if isinstance(self.sampler, ProgramSampler):

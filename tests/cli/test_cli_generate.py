@@ -105,11 +105,11 @@ def test_bad_options_fail_before_the_model_loads(no_model_load, tmp_path, capsys
 def test_checked_options_build_the_sampler_the_generation_uses():
     sampler, watermark, schema = _checked_options(parse("--sampler", "top-p", "--top-p", "0.5", "--top-k", "20",
                                                         "--temperature", "0.7", "--presence-penalty", "0.5"))
-    assert sampler == from_spec("top-p", 0.7, 0.5, top_k=20, presence_penalty=0.5)
-    assert [t.name for t in sampler.truncations] == ["top-p", "top-k"] and watermark is None and schema is None
+    assert sampler.sampler == from_spec("top-p", 0.7, 0.5, top_k=20, presence_penalty=0.5)  # one SamplingOptions
+    assert [t.name for t in sampler.sampler.truncations] == ["top-p", "top-k"] and watermark is None and schema is None
     # off values are accepted and add no stage (--top-p 1 still asks to sample, at the temperature)
     off, _, _ = _checked_options(parse("--top-p", "1", "--min-p", "0", "--top-k", "0", "--repetition-penalty", "1"))
-    assert off == from_spec("temperature", 1.0)
+    assert off.sampler == from_spec("temperature", 1.0)
     with pytest.raises(ValidationError, match="top_p"):
         _checked_options(parse("--top-p", "2"))
 

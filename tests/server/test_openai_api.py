@@ -226,3 +226,14 @@ def test_completion_echo_prepends_the_prompt(server):
                                                                  max_tokens=6, temperature=0, echo=True, stream=True)
               if ch.choices]
     assert "".join(pieces) == echoed.choices[0].text
+
+
+def test_a_stream_never_carries_text_of_a_stop_string(server, default_model):
+    """The stream holds back text that may begin a stop string: ' Pari', never ' Paris.' (the library's case)."""
+    prompt, stop = "The capital of France is", "s.\n\nThe a"
+    full = default_model.generate(prompt, max_tokens=24, sampler="greedy").run()  # the raw prompt, as /completions
+    assert stop in full
+    stream = server.client().completions.create(model=MODEL_ID, prompt=prompt, max_tokens=24, temperature=0,
+                                                stop=[stop], stream=True)
+    deltas = [ch.choices[0].text for ch in stream if ch.choices]
+    assert "".join(deltas) == full[: full.index(stop)] == " Pari"

@@ -94,7 +94,8 @@ def test_a_leading_space_decoder_streams_what_the_whole_list_decodes():
 def test_pieces_add_up_to_the_whole_text_for_the_default_tokenizer(default_model):
     """Byte-level BPE with characters split over tokens (accents, CJK, emoji): the stream equals decode(all)."""
     tok = default_model.tokenizer
-    text = "Caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001f600\U0001f680 r\u00e9sum\u00e9 -- \u00fcber \u00e5ngstr\u00f6m\n\n"
+    text = ("Caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001f600\U0001f680 r\u00e9sum\u00e9 -- "
+            "\u00fcber \u00e5ngstr\u00f6m\n\n")
     ids = tok.encode(text * 3).ids
     rnd = random.Random(3)
     for trial in range(20):
