@@ -40,19 +40,17 @@ class CUDA(CxxStyle):
               "#define ETA_AS_UINT(f) __float_as_uint(f)",
               "#define ETA_MATH(name) name##f")
     local_index, group_x, group_y, groups_x = "threadIdx.x", "blockIdx.x", "blockIdx.y", "gridDim.x"
+    atomic_ref = "&{buf}[{idx}]"
+    atomic_max_rule = "atomicMax({ref}, {value});"
+    atomic_add_rule = "atomicAdd({ref}, {value});"
 
     def barrier(self) -> str:
         return "__syncthreads();"
 
-    def atomic_max(self, buf: str, idx: str, value: str) -> str:
-        return f"atomicMax(&{buf}[{idx}], {value});"
-
-    def atomic_add(self, buf: str, idx: str, value: str, dt) -> list:
-        if dt != ir.F32:
-            return [f"atomicAdd(&{buf}[{idx}], {self.to_bits(value, dt)});"]
+    def atomic_add_f32(self, ref: str, value: str) -> list:
         # A compare-and-swap loop, as on every other target (no denormal flushing).
         return ["{",
-                f"  uint* eta_p = &{buf}[{idx}];",
+                f"  uint* eta_p = {ref};",
                 f"  const float eta_v = {value};",
                 "  uint eta_old = *eta_p;",
                 "  for (;;) {",

@@ -49,6 +49,14 @@ class CStyle(Renderer):
     ops: dict = {}
     # (from kind, to kind) -> format string for cast
     casts: dict = {}
+    # kind -> format string over {0}: a value as the 32-bit word that stores it, and a stored word read back
+    to_bits_rules: dict = {}
+    from_bits_rules: dict = {}
+    # Atomics, on targets that have them: how a word of an atomic buffer is addressed (over {buf}, {idx}),
+    # and the u32 max / int add statements over {ref}, {value}; the f32 add is atomic_add_f32.
+    atomic_ref: str
+    atomic_max_rule: str
+    atomic_add_rule: str
     prelude = ""
     indent_unit = "  "
 
@@ -92,11 +100,21 @@ class CStyle(Renderer):
         raise CompileError(f"{self.target}: cannot render {e!r}")
 
     # ---- memory -------------------------------------------------------------------------
+    def to_bits(self, value: str, dt) -> str:
+        """The 32-bit word that stores `value` of dtype dt (bool as 0/1)."""
+        return self.to_bits_rules[kind(dt)].format(value)
+
+    def from_bits(self, word: str, dt) -> str:
+        """A stored 32-bit word read back as dtype dt."""
+        return self.from_bits_rules[kind(dt)].format(word)
+
     def load(self, buf: str, idx: str, dt) -> str:
-        raise NotImplementedError
+        """buffer[idx] read as dtype dt."""
+        return self.from_bits(f"{buf}[{idx}]", dt)
 
     def store(self, buf: str, idx: str, value: str, dt) -> str:
-        raise NotImplementedError
+        """The statement buffer[idx] = value (its 32-bit word)."""
+        return f"{buf}[{idx}] = {self.to_bits(value, dt)};"
 
     def bitcast(self, x: str, src, dst) -> str:
         raise NotImplementedError
@@ -154,9 +172,17 @@ class CStyle(Renderer):
         raise NotImplementedError
 
     def atomic_max(self, buf: str, idx: str, value: str) -> str:
-        raise NotImplementedError
+        """atomicMax on a u32 word of an atomic buffer."""
+        return self.atomic_max_rule.format(ref=self.atomic_ref.format(buf=buf, idx=idx), value=value)
 
     def atomic_add(self, buf: str, idx: str, value: str, dt) -> list:
+        """The lines of an atomic add into a word: the target's rule for ints, its own loop for f32."""
+        ref = self.atomic_ref.format(buf=buf, idx=idx)
+        if dt != ir.F32:
+            return [self.atomic_add_rule.format(ref=ref, value=self.to_bits(value, dt))]
+        return self.atomic_add_f32(ref, value)
+
+    def atomic_add_f32(self, ref: str, value: str) -> list:
         raise NotImplementedError
 
     # ---- kernels and modules ------------------------------------------------------------

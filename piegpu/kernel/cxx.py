@@ -251,6 +251,8 @@ class CxxStyle(CStyle):
     """Rules every C++ target shares; a target adds its header, bit casts, atomics and signature."""
 
     casts = CASTS
+    to_bits_rules = {"uint": "{0}", "bool": "({0} ? 1u : 0u)", "int": "(uint)({0})", "float": "ETA_AS_UINT({0})"}
+    from_bits_rules = {"uint": "{0}", "bool": "({0} != 0u)", "int": "(int)({0})", "float": "ETA_AS_FLOAT({0})"}
     prelude = PRELUDE
     version = "cxx"
     limits = CXX_LIMITS
@@ -271,7 +273,7 @@ class CxxStyle(CStyle):
                 return f"({self.expr(e.args[0])} {sym} {self.expr(d)})"
         return super().expr(e)
 
-    # ---- literals and bits -------------------------------------------------------------
+    # ---- literals and bit casts ---------------------------------------------------------
     def literal(self, value, dt) -> str:
         if dt == ir.F32:
             v = float(value)
@@ -287,32 +289,6 @@ class CxxStyle(CStyle):
         if dt == ir.U32:
             return f"{int(value) & 0xFFFFFFFF}u"
         return "true" if value else "false"
-
-    def to_bits(self, value: str, dt) -> str:
-        """The 32-bit word that stores `value` of dtype dt (bool as 0/1)."""
-        if dt == ir.U32:
-            return value
-        if dt == ir.BOOL:
-            return f"({value} ? 1u : 0u)"
-        if dt == ir.I32:
-            return f"(uint)({value})"
-        return f"ETA_AS_UINT({value})"
-
-    def from_bits(self, word: str, dt) -> str:
-        """A stored 32-bit word read back as dtype dt."""
-        if dt == ir.U32:
-            return word
-        if dt == ir.BOOL:
-            return f"({word} != 0u)"
-        if dt == ir.I32:
-            return f"(int)({word})"
-        return f"ETA_AS_FLOAT({word})"
-
-    def load(self, buf: str, idx: str, dt) -> str:
-        return self.from_bits(f"{buf}[{idx}]", dt)
-
-    def store(self, buf: str, idx: str, value: str, dt) -> str:
-        return f"{buf}[{idx}] = {self.to_bits(value, dt)};"
 
     def bitcast(self, x: str, src, dst) -> str:
         return self.from_bits(self.to_bits(x, src), dst)

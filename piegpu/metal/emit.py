@@ -46,23 +46,17 @@ class MSL(CxxStyle):
               "#define ETA_AS_UINT(f) as_type<uint>(f)",
               "#define ETA_MATH(name) metal::name")
     local_index, group_x, group_y, groups_x = "lid_", "wgid_.x", "wgid_.y", "nwg_.x"
-
-    @staticmethod
-    def _atomic(buf: str, idx: str) -> str:
-        return f"(device atomic_uint*)&{buf}[{idx}]"
+    atomic_ref = "(device atomic_uint*)&{buf}[{idx}]"
+    atomic_max_rule = "atomic_fetch_max_explicit({ref}, {value}, memory_order_relaxed);"
+    atomic_add_rule = "atomic_fetch_add_explicit({ref}, {value}, memory_order_relaxed);"
 
     def barrier(self) -> str:
         return "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);"
 
-    def atomic_max(self, buf: str, idx: str, value: str) -> str:
-        return f"atomic_fetch_max_explicit({self._atomic(buf, idx)}, {value}, {_RELAXED});"
-
-    def atomic_add(self, buf: str, idx: str, value: str, dt) -> list:
-        if dt != ir.F32:
-            return [f"atomic_fetch_add_explicit({self._atomic(buf, idx)}, {self.to_bits(value, dt)}, {_RELAXED});"]
+    def atomic_add_f32(self, ref: str, value: str) -> list:
         # Metal has no portable float atomic before Metal 3: compare-and-swap the bits.
         return ["{",
-                f"  device atomic_uint* eta_p = {self._atomic(buf, idx)};",
+                f"  device atomic_uint* eta_p = {ref};",
                 f"  const float eta_v = {value};",
                 f"  uint eta_old = atomic_load_explicit(eta_p, {_RELAXED});",
                 "  while (!atomic_compare_exchange_weak_explicit(eta_p, &eta_old,",

@@ -236,37 +236,39 @@ class Function:
         cond_fn returns the bool id that keeps looping; cont_fn runs in the continue block.
         """
         header, cond_l, body_l, cont_l, merge_l = (self.mod.new_id() for _ in range(5))
-        self.branch(header)
-        self.label(header)
-        self.do(OP.LoopMerge, merge_l, cont_l, 0)
-        self.branch(cond_l)
-        self.label(cond_l)
+        self._loop_enter(header, merge_l, cont_l, cond_l)
         c = cond_fn()
         self.do(OP.BranchConditional, c, body_l, merge_l)
         self.label(body_l)
         body_fn()
-        self.branch(cont_l)
-        self.label(cont_l)
-        cont_fn()
-        self.branch(header)
-        self.label(merge_l)
+        self._loop_continue(header, merge_l, cont_l, cont_fn)
 
     def loop_until(self, body_fn) -> None:
         """loop { done = body_fn(); if (done) { break; } } -- the shape WGSL's loops have after naga."""
         header, body_l, cont_l, merge_l, brk_l, stay_l = (self.mod.new_id() for _ in range(6))
-        self.branch(header)
-        self.label(header)
-        self.do(OP.LoopMerge, merge_l, cont_l, 0)
-        self.branch(body_l)
-        self.label(body_l)
+        self._loop_enter(header, merge_l, cont_l, body_l)
         done = body_fn()
         self.do(OP.SelectionMerge, stay_l, 0)
         self.do(OP.BranchConditional, done, brk_l, stay_l)
         self.label(brk_l)
         self.branch(merge_l)
         self.label(stay_l)
+        self._loop_continue(header, merge_l, cont_l)
+
+    def _loop_enter(self, header: int, merge_l: int, cont_l: int, first_l: int) -> None:
+        """Open a structured loop: its header block names the merge and continue blocks, then starts `first_l`."""
+        self.branch(header)
+        self.label(header)
+        self.do(OP.LoopMerge, merge_l, cont_l, 0)
+        self.branch(first_l)
+        self.label(first_l)
+
+    def _loop_continue(self, header: int, merge_l: int, cont_l: int, cont_fn=None) -> None:
+        """Close a structured loop: the continue block (running cont_fn) takes the back edge; then the merge block."""
         self.branch(cont_l)
         self.label(cont_l)
+        if cont_fn is not None:
+            cont_fn()
         self.branch(header)
         self.label(merge_l)
 

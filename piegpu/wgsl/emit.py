@@ -137,6 +137,13 @@ class WGSL(CStyle):
         ("bool", "uint"): "select(0u, 1u, {0})",
         ("float", "bool"): "eta_ne_f32({0}, 0.0)", ("int", "bool"): "({0} != 0i)", ("uint", "bool"): "({0} != 0u)",
     }
+    to_bits_rules = {"uint": "{0}", "bool": "select(0u, 1u, {0})", "int": "bitcast<u32>({0})",
+                     "float": "bitcast<u32>({0})"}
+    from_bits_rules = {"uint": "{0}", "bool": "({0} != 0u)", "int": "bitcast<i32>({0})", "float": "bitcast<f32>({0})"}
+    # an atomic buffer's words are reached through its array<atomic<u32>> view, bound as `<name>_at`
+    atomic_ref = "&{buf}_at[{idx}]"
+    atomic_max_rule = "atomicMax({ref}, {value});"
+    atomic_add_rule = "atomicAdd({ref}, {value});"
     prelude = PRELUDE
 
     def literal(self, value, dt) -> str:
@@ -152,28 +159,15 @@ class WGSL(CStyle):
             return f"{int(value) & 0xFFFFFFFF}u"
         return "true" if value else "false"
 
-    def _ref(self, buf: str, idx: str) -> str:
-        return f"&{buf}_at[{idx}]" if buf in self._kernel.atomic else None
-
     def load(self, buf: str, idx: str, dt) -> str:
-        word = f"atomicLoad(&{buf}_at[{idx}])" if buf in self._kernel.atomic else f"{buf}[{idx}]"
-        if dt == ir.U32:
-            return word
-        if dt == ir.BOOL:
-            return f"({word} != 0u)"
-        return f"bitcast<{self.type_name(dt)}>({word})"
-
-    def _bits(self, value: str, dt) -> str:
-        if dt == ir.U32:
-            return value
-        if dt == ir.BOOL:
-            return f"select(0u, 1u, {value})"
-        return f"bitcast<u32>({value})"
+        if buf in self._kernel.atomic:  # such a buffer is only touched through its atomic view
+            return self.from_bits(f"atomicLoad({self.atomic_ref.format(buf=buf, idx=idx)})", dt)
+        return super().load(buf, idx, dt)
 
     def store(self, buf: str, idx: str, value: str, dt) -> str:
         if buf in self._kernel.atomic:
-            return f"atomicStore(&{buf}_at[{idx}], {self._bits(value, dt)});"
-        return f"{buf}[{idx}] = {self._bits(value, dt)};"
+            return f"atomicStore({self.atomic_ref.format(buf=buf, idx=idx)}, {self.to_bits(value, dt)});"
+        return super().store(buf, idx, value, dt)
 
     def bitcast(self, x: str, src, dst) -> str:
         return f"bitcast<{self.type_name(dst)}>({x})"
@@ -190,13 +184,7 @@ class WGSL(CStyle):
     def barrier(self) -> str:
         return "storageBarrier(); workgroupBarrier();"
 
-    def atomic_max(self, buf: str, idx: str, value: str) -> str:
-        return f"atomicMax(&{buf}_at[{idx}], {value});"
-
-    def atomic_add(self, buf: str, idx: str, value: str, dt) -> list:
-        ref = f"&{buf}_at[{idx}]"
-        if dt != ir.F32:
-            return [f"atomicAdd({ref}, {self._bits(value, dt)});"]
+    def atomic_add_f32(self, ref: str, value: str) -> list:
         return ["loop {",
                 f"  let old = atomicLoad({ref});",
                 f"  let res = atomicCompareExchangeWeak({ref}, old, bitcast<u32>(bitcast<f32>(old) + {value}));",
