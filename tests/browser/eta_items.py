@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from piegpu.kernel import channel_layout, dtype
+from piegpu import dtype
+from piegpu.kernel import channel_layout
 from piegpu.eta.interp import coerce_input, evaluate
 from piegpu.kernel.cstyle import grid
 from piegpu.kernel.plan import Limits, plan as make_plan

@@ -193,9 +193,9 @@ def test_cli_dry_flags():
     args = build_parser().parse_args(["generate", "hi", "--dry-multiplier", "0.8", "--dry-base", "2",
                                       "--dry-allowed-length", "3", "--dry-penalty-last-n", "64",
                                       "--dry-sequence-breaker", "\\n", "--dry-sequence-breaker", "User:"])
-    (d,) = _checked_options(args)[0].processors
+    (d,) = _checked_options(args)[0].sampler.processors
     assert d == DRY(0.8, 2.0, 3, 64, ["\n", "User:"])
     args = build_parser().parse_args(["generate", "hi", "--dry-multiplier", "1", "--dry-sequence-breaker", "none"])
-    assert _checked_options(args)[0].processors[0].sequence_breakers == ()
+    assert _checked_options(args)[0].sampler.processors[0].sequence_breakers == ()
     with pytest.raises(ValidationError, match="dry_penalty_last_n is set but dry_multiplier is not"):
         _checked_options(build_parser().parse_args(["generate", "hi", "--dry-penalty-last-n", "5"]))

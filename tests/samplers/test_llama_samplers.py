@@ -333,11 +333,11 @@ def test_cli_flags_are_checked_before_the_model_loads():
                                       "--dynatemp-range", "0.3", "--dynatemp-exponent", "2",
                                       "--logit-bias", "5=-1.5", "--logit-bias", "9-inf", "--logit-bias", "11+2",
                                       "--samplers", "top_n_sigma;tfs_z;xtc;temperature"])
-    smp = _checked_options(args)[0]
+    smp = _checked_options(args)[0].sampler  # the SamplingOptions the generation uses
     assert [t.name for t in smp.truncations] == ["top-n-sigma", "tail-free", "xtc", "dynamic-temperature"]
     assert smp.processors[0].mapping == {5: -1.5, 9: float("-inf"), 11: 2.0}
     v1 = _checked_options(build_parser().parse_args(["generate", "hi", "--mirostat-v1", "4", "--mirostat-m", "20"]))
-    assert v1[0].truncations == (MirostatV1(4.0, 0.1, 20),)
+    assert v1[0].sampler.truncations == (MirostatV1(4.0, 0.1, 20),)
     for bad, match in ((["--xtc-probability", "2"], "xtc: probability"), (["--tfs", "-1"], "tail_free: z"),
                        (["--dynatemp-exponent", "2"], "dynatemp_exponent is set"),
                        (["--logit-bias", "5=inf"], "finite number or -inf")):
