@@ -31,11 +31,8 @@ def top_a(logits, state):
 top_a.eta_specs = (eta.spec([49152], dtype.f32), eta.spec([2], dtype.u32))
 
 
-async def main(prompt: str, max_tokens: int, seed: int) -> list:
-    model = piegpu.load_model()
-    pipe = model.pipeline()
-    ids = model.tokenizer.encode(prompt).ids
-    ws = model.working_set(len(ids) + max_tokens + 1)
+async def decode_pass(pipe, ws, ids: list) -> tuple:
+    """Prefill `ids` but the last; (fwd, token_in, token_out): a pass embedding token_in (seeded with the last id)."""
     if len(ids) > 1:
         prefill = ForwardPass()
         prefill.embed(Channel.from_(ids[:-1], dtype.i32), Channel.from_([0, len(ids) - 1], dtype.u32))
@@ -44,11 +41,19 @@ async def main(prompt: str, max_tokens: int, seed: int) -> list:
 
     token_in = Channel.from_([ids[-1]], dtype.i32)
     token_out = Channel([1], dtype.i32).capacity(channel_capacity())
-    rng = Channel.from_([seed, 0], dtype.u32)  # [key, counter], advanced on the device
-
     fwd = ForwardPass()
     fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
     fwd.state([ws], StateGeometry.folding())
+    return fwd, token_in, token_out
+
+
+async def main(prompt: str, max_tokens: int, seed: int) -> list:
+    model = piegpu.load_model()
+    pipe = model.pipeline()
+    ids = model.tokenizer.encode(prompt).ids
+    ws = model.working_set(len(ids) + max_tokens + 1)
+    fwd, token_in, token_out = await decode_pass(pipe, ws, ids)
+    rng = Channel.from_([seed, 0], dtype.u32)  # [key, counter], advanced on the device
 
     @fwd.epilogue
     def _():

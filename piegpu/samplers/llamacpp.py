@@ -24,15 +24,11 @@ from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta.composites import keep_dims
 from .state import RNG_STATE, Processor, StateSpec, Truncation, check_temperature, check_unit
-from .truncations import Mirostat
+from .truncations import Mirostat, keep_all
 
 NEG_INF = float("-inf")
 F32_MAX = float(np.finfo(np.float32).max)
 XTC_SALT = 0x58544321  # "XTC!": XTC's coin comes from the RNG key xor this, a stream apart from the draw's noise
-
-
-def _keep_all(x):
-    return eta.broadcast(True, x.shape)
 
 
 def _probs(x):
@@ -78,7 +74,7 @@ class TopNSigma(Truncation):
 
     def keep(self, x, states):
         if self.off:
-            return _keep_all(x)
+            return keep_all(x)
         finite = x > NEG_INF
         cnt = eta.maximum(eta.cast(_count(finite), dtype.f32), 1.0)  # no finite logit: mean 0, std 0
         mean = eta.reduce_sum(eta.select(finite, x, 0.0)) / cnt
@@ -117,7 +113,7 @@ class XTC(Truncation):
 
     def keep(self, x, states):
         if self.off:
-            return _keep_all(x)
+            return keep_all(x)
         p = _probs(x)
         above = eta.and_(p >= self.threshold, x > NEG_INF)
         pmin = eta.reduce_min(eta.select(above, p, float("inf")))
@@ -192,7 +188,7 @@ class DynamicTemperature(Truncation):
 
     def keep(self, x, states):
         if self.off:
-            return _keep_all(x)
+            return keep_all(x)
         _, n, dyn = self.dynamic(x)
         greedy = eta.and_(dyn <= 0.0, n > 1.0)
         return eta.select(keep_dims(greedy, x), self._first_max(x), x > NEG_INF)
@@ -233,7 +229,7 @@ class TailFree(Truncation):
     def keep(self, x, states):
         V = x.shape[-1]
         if self.off or V <= 2:
-            return _keep_all(x)
+            return keep_all(x)
         p = _probs(x)
         ps = eta.sort_desc(p)[0]
         size = _count(x > NEG_INF)
@@ -285,7 +281,7 @@ class MirostatV1(Mirostat):
         p = _probs(x)
         M = min(self.m, V)
         if M < 2:
-            return _keep_all(x)
+            return keep_all(x)
         top = eta.top_k(p, M)[0]
         size = _count(p > 0.0)
         i = eta.cast(eta.iota(M - 1), dtype.f32)

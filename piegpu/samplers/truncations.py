@@ -17,7 +17,7 @@ LN2 = math.log(2.0)
 NEG_INF = float("-inf")
 
 
-def _keep_all(x):
+def keep_all(x: eta.Tensor) -> eta.Tensor:
     """The keep mask of an off stage: every token (a constant, no reduction)."""
     return eta.broadcast(True, x.shape)
 
@@ -45,7 +45,7 @@ class TopK(Truncation):
 
     def keep(self, x, states):
         if self.off or self.k >= x.shape[-1]:
-            return _keep_all(x)
+            return keep_all(x)
         return eta.top_k_mask(x, self.k)
 
 
@@ -68,7 +68,7 @@ class TopP(Truncation):
         return self.p == 1.0
 
     def keep(self, x, states):
-        return _keep_all(x) if self.off else eta.top_p_mask(x, self.p)
+        return keep_all(x) if self.off else eta.top_p_mask(x, self.p)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class MinP(Truncation):
         return self.p == 0.0
 
     def keep(self, x, states):
-        return _keep_all(x) if self.off else eta.min_p_mask(x, self.p)
+        return keep_all(x) if self.off else eta.min_p_mask(x, self.p)
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class TopA(Truncation):
         return self.a == 0.0
 
     def keep(self, x, states):
-        return _keep_all(x) if self.off else eta.top_a_mask(x, self.a)
+        return keep_all(x) if self.off else eta.top_a_mask(x, self.a)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Typical(Truncation):
 
     def keep(self, x, states):
         if self.off:
-            return _keep_all(x)
+            return keep_all(x)
         return typical_mask(x, self.mass)
 
 
@@ -203,7 +203,7 @@ class EpsilonCutoff(Truncation):
 
     def keep(self, x, states):
         if self.off:
-            return _keep_all(x)
+            return keep_all(x)
         return eta.or_(eta.softmax(x) >= self.epsilon, _top(x))
 
 
@@ -223,7 +223,7 @@ class EtaCutoff(Truncation):
 
     def keep(self, x, states):
         if self.off:
-            return _keep_all(x)
+            return keep_all(x)
         p = eta.softmax(x)
         h = eta.entropy(p)
         thr = eta.minimum(eta.exp(eta.neg(h)) * math.sqrt(self.eta), self.eta)

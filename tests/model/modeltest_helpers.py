@@ -57,15 +57,8 @@ def byte_level_vocab() -> list[str]:
     return tokens
 
 
-def write_tiny_gguf(path: Path, config: LlamaConfig, weights: dict[str, np.ndarray], quant: str = "F32") -> Path:
-    """Write `weights` (HF names) as a llama.cpp GGUF, permuting Q/K rows like convert_hf_to_gguf."""
-    import gguf
-
-    qtype = gguf.GGMLQuantizationType[quant]
-    tokens = byte_level_vocab()
-    assert len(tokens) == config.vocab_size, (len(tokens), config.vocab_size)
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("tiny test llama")
+def add_hparams(w, config: LlamaConfig) -> None:
+    """Write the hyperparameters of `config` both writers share (sizes, heads, RoPE, norm eps, vocab) to `w`."""
     w.add_block_count(config.num_hidden_layers)
     w.add_context_length(config.max_position_embeddings)
     w.add_embedding_length(config.hidden_size)
@@ -76,6 +69,18 @@ def write_tiny_gguf(path: Path, config: LlamaConfig, weights: dict[str, np.ndarr
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     w.add_vocab_size(config.vocab_size)
     w.add_rope_dimension_count(config.head_dim)
+
+
+def write_tiny_gguf(path: Path, config: LlamaConfig, weights: dict[str, np.ndarray], quant: str = "F32") -> Path:
+    """Write `weights` (HF names) as a llama.cpp GGUF, permuting Q/K rows like convert_hf_to_gguf."""
+    import gguf
+
+    qtype = gguf.GGMLQuantizationType[quant]
+    tokens = byte_level_vocab()
+    assert len(tokens) == config.vocab_size, (len(tokens), config.vocab_size)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("tiny test llama")
+    add_hparams(w, config)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
     w.add_token_list(tokens)
@@ -307,18 +312,9 @@ def write_checkpoint_gguf(model_dir: Path, path: Path, qtype) -> dict:
     arch = _GGUF_ARCH[config.architecture]
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"{model_dir.name} fixture")
-    w.add_block_count(config.num_hidden_layers)
-    w.add_context_length(config.max_position_embeddings)
-    w.add_embedding_length(config.hidden_size)
-    w.add_feed_forward_length(config.intermediate_size)
-    w.add_head_count(config.num_attention_heads)
-    w.add_head_count_kv(config.num_key_value_heads)
+    add_hparams(w, config)
     w.add_key_length(config.head_dim)
     w.add_value_length(config.head_dim)
-    w.add_rope_dimension_count(config.head_dim)
-    w.add_rope_freq_base(config.rope_theta)
-    w.add_layer_norm_rms_eps(config.rms_norm_eps)
-    w.add_vocab_size(config.vocab_size)
     if config.rope.type == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(config.rope.field("factor"))

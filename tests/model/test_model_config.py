@@ -36,6 +36,14 @@ def write_config(tmp_path, data):
     return path
 
 
+def load_error(tmp_path, data: dict) -> tuple[str, str]:
+    """(path, message) of the ModelError that loading config `data` from a file raises."""
+    path = write_config(tmp_path, data)
+    with pytest.raises(ModelError) as e:
+        LlamaConfig.from_file(path)
+    return str(path), str(e.value)
+
+
 def test_smollm2_config_parses_with_derived_head_dim(tmp_path):
     c = LlamaConfig.from_file(write_config(tmp_path, SMOLLM2))
     assert c.head_dim == 64 and c.q_size == 576 and c.kv_size == 192
@@ -80,27 +88,18 @@ def test_mistral_sliding_window_applies_to_every_layer(tmp_path):
 
 @pytest.mark.parametrize("arch", ["GPT2LMHeadModel", "Gemma3ForConditionalGeneration", "Gemma2ForCausalLM"])
 def test_unsupported_architecture_names_file_and_fix(tmp_path, arch):
-    path = write_config(tmp_path, {**SMOLLM2, "architectures": [arch]})
-    with pytest.raises(ModelError) as e:
-        LlamaConfig.from_file(path)
-    msg = str(e.value)
-    assert str(path) in msg and arch in msg and "LlamaForCausalLM" in msg
+    path, msg = load_error(tmp_path, {**SMOLLM2, "architectures": [arch]})
+    assert path in msg and arch in msg and "LlamaForCausalLM" in msg
 
 
 def test_hidden_not_divisible_by_heads(tmp_path):
-    path = write_config(tmp_path, {**SMOLLM2, "hidden_size": 577})
-    with pytest.raises(ModelError) as e:
-        LlamaConfig.from_file(path)
-    msg = str(e.value)
-    assert str(path) in msg and "hidden_size 577" in msg and "num_attention_heads 9" in msg
+    path, msg = load_error(tmp_path, {**SMOLLM2, "hidden_size": 577})
+    assert path in msg and "hidden_size 577" in msg and "num_attention_heads 9" in msg
 
 
 def test_heads_not_divisible_by_kv_heads(tmp_path):
-    path = write_config(tmp_path, {**SMOLLM2, "num_key_value_heads": 4})
-    with pytest.raises(ModelError) as e:
-        LlamaConfig.from_file(path)
-    msg = str(e.value)
-    assert str(path) in msg and "num_key_value_heads 4" in msg and "fix the config" in msg
+    path, msg = load_error(tmp_path, {**SMOLLM2, "num_key_value_heads": 4})
+    assert path in msg and "num_key_value_heads 4" in msg and "fix the config" in msg
 
 
 @pytest.mark.parametrize("key", ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -108,11 +107,8 @@ def test_heads_not_divisible_by_kv_heads(tmp_path):
 def test_missing_key_names_file_key_and_fix(tmp_path, key):
     data = dict(SMOLLM2)
     del data[key]
-    path = write_config(tmp_path, data)
-    with pytest.raises(ModelError) as e:
-        LlamaConfig.from_file(path)
-    msg = str(e.value)
-    assert str(path) in msg and repr(key) in msg and "add" in msg
+    path, msg = load_error(tmp_path, data)
+    assert path in msg and repr(key) in msg and "add" in msg
 
 
 @pytest.mark.parametrize("change, needle", [

@@ -10,7 +10,7 @@ import importlib.util
 import pytest
 
 import piegpu
-from piegpu import Channel, ForwardPass, StateGeometry, ValidationError, channel_capacity, dtype, eta
+from piegpu import Channel, ForwardPass, ValidationError, dtype, eta
 from piegpu.eta import IntrinsicContext, intrinsics
 from piegpu.samplers.program import ProgramSampler
 from tests.sdk.foreign import js_output, rust_example
@@ -85,19 +85,19 @@ def test_a_signature_error_comes_from_generate_before_any_pass(default_model):
         default_model.generate(PROMPT, max_tokens=2, sampler=prog)
 
 
+def _top_a_example():
+    spec = importlib.util.spec_from_file_location("top_a_example", ROOT / "examples" / "top_a.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 async def _device_loop(model, prog, n: int) -> list:
     ids = model.tokenizer.encode(PROMPT).ids
     pipe = model.pipeline()
     ws = model.working_set(len(ids) + n + 1)
-    prefill = ForwardPass()
-    prefill.embed(Channel.from_(ids[:-1], dtype.i32), Channel.from_([0, len(ids) - 1], dtype.u32))
-    prefill.state([ws], StateGeometry.folding())
-    await pipe.submit(prefill)
-    token_in = Channel.from_([ids[-1]], dtype.i32)
-    token_out = Channel([1], dtype.i32).capacity(channel_capacity())
-    fwd = ForwardPass()
-    fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
-    fwd.state([ws], StateGeometry.folding())
+    # the example's prefill and decode pass, with the program as its epilogue instead of the Python one
+    fwd, token_in, token_out = await _top_a_example().decode_pass(pipe, ws, ids)
     fwd.epilogue_program(prog, channels={"token_in": token_in, "token_out": token_out})
     out = []
 
@@ -117,13 +117,6 @@ def test_the_greedy_loop_written_in_js_and_in_rust_runs_as_an_epilogue(default_m
         prog = eta.Program.from_bytes(made)
         assert prog == _greedy_loop()
         assert asyncio.run(_device_loop(default_model, prog, n))[:len(want.tokens)] == want.tokens
-
-
-def _top_a_example():
-    spec = importlib.util.spec_from_file_location("top_a_example", ROOT / "examples" / "top_a.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_top_a_in_js_and_rust_draws_what_python_draws_through_the_same_kernel_cache_entries(

@@ -108,25 +108,27 @@ export function sliceLast(x, start, size) {
   return x._b.add("slice_last", [x], { start, size });
 }
 
+// An op of two tensors taken as they are: no broadcasting or dtype promotion (unlike binary()),
+// the op's type rule checks their shapes and dtypes.
+function twoInputs(op, a, b) {
+  a = toTensor(a, null, op);
+  b = toTensor(b, null, op);
+  return a._b.add(op, [a, b]);
+}
+
 /** src[idx] along axis 0: shape idx.shape + src.shape[1:]; out-of-range rows read 0. */
 export function gather(src, idx) {
-  src = toTensor(src, null, "gather");
-  idx = toTensor(idx, null, "gather");
-  return src._b.add("gather", [src, idx]);
+  return twoInputs("gather", src, idx);
 }
 
 /** out[i] = src[i, idx[i]] for src[m, n], idx[m]; out of range reads 0. */
 export function gatherRow(src, idx) {
-  src = toTensor(src, null, "gather_row");
-  idx = toTensor(idx, null, "gather_row");
-  return src._b.add("gather_row", [src, idx]);
+  return twoInputs("gather_row", src, idx);
 }
 
 /** out[..., j] = src[..., idx[..., j]] along the last axis; out of range reads 0. */
 export function takeLast(src, idx) {
-  src = toTensor(src, null, "take_last");
-  idx = toTensor(idx, null, "take_last");
-  return src._b.add("take_last", [src, idx]);
+  return twoInputs("take_last", src, idx);
 }
 
 function scatter(op, dst, idx, vals) {
@@ -168,9 +170,7 @@ export function sortDesc(x) {
 
 /** f32 matrix product a[m, k] @ b[k, n]. */
 export function matmul(a, b) {
-  a = toTensor(a, null, "matmul");
-  b = toTensor(b, null, "matmul");
-  return a._b.add("matmul", [a, b]);
+  return twoInputs("matmul", a, b);
 }
 
 /** Uniform f32 in (0, 1) of `shape`; a pure function of state = u32[2] [key, counter] and the index. */

@@ -123,6 +123,29 @@ const harness = (() => {
     return btoa(bin);
   }
 
+  // Ends a run: each [buffer, word offset, words] of `copies` is copied, back to back, into one
+  // mappable buffer of at least minBytes (added to `buffers`, which the caller destroys), the
+  // encoder is submitted, and the error scope the caller pushed is popped. The bytes go to
+  // out.output (base64), a validation error to out.errors as "<verb>: <message>".
+  async function submitAndRead(encoder, copies, minBytes, buffers, out, verb) {
+    const total = copies.reduce((n, [, , words]) => n + words, 0);
+    const readback = device.createBuffer({size: Math.max(minBytes, total * 4),
+                                          usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
+    buffers.push(readback);
+    let pos = 0;
+    for (const [buffer, offset, words] of copies) {
+      if (words > 0) encoder.copyBufferToBuffer(buffer, offset * 4, readback, pos * 4, words * 4);
+      pos += words;
+    }
+    device.queue.submit([encoder.finish()]);
+    const err = device.popErrorScope();
+    await readback.mapAsync(GPUMapMode.READ);
+    const scoped = await err;
+    if (scoped) out.errors.push(`${verb}: ${scoped.message}`);
+    out.output = toBase64(new Uint8Array(readback.getMappedRange().slice(0)));
+    readback.unmap();
+  }
+
   // An eta program as the runtime binds it (piegpu/runtime/compiled.py): one read_write
   // storage buffer per plan binding in group 0 -- the arena, then an epilogue's logits and
   // channel buffers (item.buffers: {words, data} per binding after the arena) -- the kernels
@@ -169,22 +192,7 @@ const harness = (() => {
       pass.end();
       const copies = item.outputs.map(([offset, words]) => [bound[0], offset, words]);
       for (const i of item.read_back || []) copies.push([bound[i], 0, extra[i - 1].words]);
-      const total = copies.reduce((s, [, , words]) => s + words, 0);
-      const readback = device.createBuffer({size: Math.max(16, total * 4),
-                                            usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
-      buffers.push(readback);
-      let pos = 0;
-      for (const [buffer, offset, words] of copies) {
-        if (words > 0) encoder.copyBufferToBuffer(buffer, offset * 4, readback, pos * 4, words * 4);
-        pos += words;
-      }
-      device.queue.submit([encoder.finish()]);
-      const err = device.popErrorScope();
-      await readback.mapAsync(GPUMapMode.READ);
-      const scoped = await err;
-      if (scoped) out.errors.push(`running: ${scoped.message}`);
-      out.output = toBase64(new Uint8Array(readback.getMappedRange().slice(0)));
-      readback.unmap();
+      await submitAndRead(encoder, copies, 16, buffers, out, "running");
     } catch (e) {
       out.errors.push(`running: ${e.message}`);
     } finally {
@@ -235,21 +243,8 @@ const harness = (() => {
         pass.dispatchWorkgroups(groups[0], groups[1], groups[2]);
       }
       pass.end();
-      const total = spec.reads.reduce((n, [, words]) => n + words, 0);
-      const readback = device.createBuffer({size: total * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
-      buffers.push(readback);
-      let pos = 0;
-      for (const [which, words] of spec.reads) {
-        encoder.copyBufferToBuffer(buffers[which], 0, readback, pos * 4, words * 4);
-        pos += words;
-      }
-      device.queue.submit([encoder.finish()]);
-      const err = device.popErrorScope();
-      await readback.mapAsync(GPUMapMode.READ);
-      const scoped = await err;
-      if (scoped) out.errors.push(`replaying: ${scoped.message}`);
-      out.output = toBase64(new Uint8Array(readback.getMappedRange().slice(0)));
-      readback.unmap();
+      const copies = spec.reads.map(([which, words]) => [buffers[which], 0, words]);
+      await submitAndRead(encoder, copies, 0, buffers, out, "replaying");
     } catch (e) {
       out.errors.push(`replaying: ${e.message}`);
     } finally {
