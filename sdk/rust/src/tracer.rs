@@ -9,6 +9,15 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Methods `name(self, o) -> Tensor` recording the binary op of the same name.
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        $($(#[$doc])* pub fn $name(self, o: impl Operand) -> Tensor {
+            binary(stringify!($name), Value::Tensor(self), o.value())
+        })*
+    };
+}
+
 static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
 
 /// What the runtime provides to a trace: readout rows of logits (see [`for_logits`]).
@@ -162,23 +171,19 @@ impl Tensor {
         self.ty.rank()
     }
 
-    pub fn lt(self, o: impl Operand) -> Tensor {
-        binary("lt", Value::Tensor(self), o.value())
-    }
-    pub fn le(self, o: impl Operand) -> Tensor {
-        binary("le", Value::Tensor(self), o.value())
-    }
-    pub fn gt(self, o: impl Operand) -> Tensor {
-        binary("gt", Value::Tensor(self), o.value())
-    }
-    pub fn ge(self, o: impl Operand) -> Tensor {
-        binary("ge", Value::Tensor(self), o.value())
-    }
-    pub fn eq(self, o: impl Operand) -> Tensor {
-        binary("eq", Value::Tensor(self), o.value())
-    }
-    pub fn ne(self, o: impl Operand) -> Tensor {
-        binary("ne", Value::Tensor(self), o.value())
+    binary_methods! {
+        /// `self < o` (bool).
+        lt,
+        /// `self <= o` (bool).
+        le,
+        /// `self > o` (bool).
+        gt,
+        /// `self >= o` (bool).
+        ge,
+        /// `self == o` (bool; `==` itself is not overloaded, as in Python).
+        eq,
+        /// `self != o` (bool).
+        ne,
     }
     /// Python's `//`: floor(a / b) for f32, truncating division for integers.
     pub fn floordiv(self, o: impl Operand) -> Tensor {
