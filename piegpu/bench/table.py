@@ -21,6 +21,8 @@ import time
 
 import numpy as np
 
+from .host import python_threads_cpu_s
+
 LLAMA_CPP_VULKAN_Q4_1_MS = 472.0  # llama.cpp Vulkan backend on lavapipe, Q4_1 (anchor)
 PROMPT = "Once upon a time"
 
@@ -34,6 +36,7 @@ class _Bench:
         self.model, self.n, self.runs = model, n_tokens, runs
         self.pipe = model.pipeline()
         self.counts = (0.0, 0.0)  # dispatches and submits per token of the last run_ahead
+        self.host_ms = 0.0  # CPU ms of the Python threads per token of the last run_ahead
         self.ids = model.tokenizer.encode(PROMPT).ids
 
     async def _prefilled_ws(self):
@@ -73,15 +76,16 @@ class _Bench:
         self.pipe.prepare(fwd)
         before = (self.pipe.stats.dispatches, self.pipe.stats.submits)
 
-        first: list = []  # the clock starts at the first token: its pass also built this run's dispatch plan
+        first: list = []  # the clocks start at the first token: its pass also built this run's dispatch plan
 
         async def on_token():
             await token_out.take_scalar()
             if not first:
-                first.append(time.perf_counter())
+                first.extend((time.perf_counter(), python_threads_cpu_s()))
             return True
         await self.pipe.run_ahead(fwd, self.n + 1, on_token)
         dt = time.perf_counter() - first[0]
+        self.host_ms = (python_threads_cpu_s() - first[1]) / self.n * 1e3
         s = self.pipe.stats
         self.counts = ((s.dispatches - before[0]) / (self.n + 1), (s.submits - before[1]) / (self.n + 1))
         return dt / self.n * 1e3
@@ -292,6 +296,7 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     def greedy_run_ahead() -> float:
         ms = loop.run_until_complete(b.run_ahead(greedy()))
         counts.update(dispatches_per_token=b.counts[0], submits_per_token=b.counts[1])
+        counts.setdefault("host_ms_runs", []).append(b.host_ms)
         return ms
     modes = {
         "run_ahead_greedy": greedy_run_ahead,
@@ -311,6 +316,8 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     for name, xs in runs_ms.items():
         out[name] = {"ms_per_token": _median(xs), "runs_ms": xs}
     out["dispatch_us"], out["dispatch_us_runs"] = _median(dispatch), dispatch
+    counts["host_ms_runs"] = counts["host_ms_runs"][1:]  # the warm-up round is dropped, as for the times
+    counts["host_ms_per_token"] = _median(counts["host_ms_runs"])
     out["run_ahead_greedy"].update(counts)
     out["depth1_greedy"]["submits_per_token"] = 1.0
     out["host_sampling"]["readback_bytes_per_token"] = model.gpu.config.vocab_size * 4
@@ -339,7 +346,8 @@ def table(r: dict) -> str:
     a = r["run_ahead_greedy"]
     add("(a) run_ahead, fused greedy epilogue", a,
         f"{a['dispatches_per_token']:.0f} dispatches, {a['submits_per_token']:.0f} submit per token, "
-        f"window {r.get('window', '?')}")
+        f"window {r.get('window', '?')}, host {a.get('host_ms_per_token', float('nan')):.2f} ms CPU/token "
+        "(Python threads)")
     add("(b) run_ahead, fused top-p epilogue", r["run_ahead_top_p"], "p=0.9, T=0.8, bisection on the device")
     add("(c) depth-1 submit per token", r["depth1_greedy"], "host waits for each token")
     add("(d) host-side sampling", r["host_sampling"], "full logits read back, numpy argmax")
