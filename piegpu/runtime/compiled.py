@@ -14,6 +14,7 @@ from ..eta.ops import TType
 from ..kernel.cstyle import grid
 from ..kernel.plan import Limits, plan as make_plan
 from .device import Device, get_device, lost_device_error
+from .dispatch import Plan, replay
 
 
 def _renderer(target: str):
@@ -113,6 +114,7 @@ class CompiledProgram:
             playout = d.create_pipeline_layout(bind_group_layouts=[self.layout])
             module = d.create_shader_module(code=self.code)
             self.kernels = []
+            self._last = None  # (bind group, the dispatch plan over it): one entry, so nothing is pinned
             for name, wg, groups in meta["kernels"]:
                 pipe = d.create_compute_pipeline(layout=playout, compute={"module": module, "entry_point": name})
                 self.kernels.append(KernelLaunch(name, pipe, grid(groups, meta["max_groups_per_dim"])))
@@ -126,11 +128,18 @@ class CompiledProgram:
                                "target (PIEGPU_EPILOGUE_TARGET=wgsl|spirv)") from e
 
     def encode(self, cpass, bind_group) -> int:
-        """Record every dispatch into an open compute pass; returns the dispatch count."""
-        cpass.set_bind_group(0, bind_group)
-        for k in self.kernels:
-            cpass.set_pipeline(k.pipeline)
-            cpass.dispatch_workgroups(k.groups[0], k.groups[1], 1)
+        """Record every dispatch into an open compute pass; returns the dispatch count.
+
+        The dispatches are a prepared plan per bind group, replayed like the forward's
+        (runtime/dispatch.py: native calls, no per-call wrapper).
+        """
+        if not self.kernels:
+            return 0
+        last = self._last
+        if last is None or last[0] is not bind_group:
+            last = self._last = (bind_group, Plan((k.pipeline, bind_group, (k.groups[0], k.groups[1], 1), k.name)
+                                                  for k in self.kernels))
+        replay(cpass, last[1])
         return len(self.kernels)
 
 
