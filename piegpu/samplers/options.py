@@ -69,16 +69,16 @@ class SamplingOptions:
         if value is not None and isinstance(sampler, str) and name not in TRUNCATIONS and name in NAMES:
             raise ValidationError(f"{where}: sampler {sampler!r} takes no parameter, got value={value!r}. Fix: drop "
                                   f"it, or name a sampler with one ({list(TRUNCATIONS)})")
-        if is_sampler_program(sampler) and (value is not None or kwargs or temperature != 1.0):
-            raise ValidationError(f"{where}(sampler=program): the program is the whole sampler, so temperature, "
-                                  "sampler parameters and options do not apply. Fix: trace them into the program "
-                                  "(e.g. logits * (1 / T)) and drop the options")
         return cls(sampler, temperature, value, kwargs)
 
     def for_sequence(self, tokenizer, vocab: int, watermark=None):
-        """The Sampler (or ProgramSampler) one sequence traces into its decode epilogue."""
+        """The Sampler (or ProgramSampler) one sequence traces into its decode epilogue.
+
+        A program is the whole sampler: ProgramSampler refuses a temperature, parameter, option or
+        watermark beside it. A named sampler's watermark is the caller's to add (it is an inferlet).
+        """
         if self.is_program:
-            return ProgramSampler(self.spec, vocab, watermark=watermark)
+            return ProgramSampler(self.spec, vocab, self.temperature, self.value, self.options, watermark)
         return self.sampler.for_tokenizer(tokenizer)
 
     def require_rows(self, where: str) -> None:

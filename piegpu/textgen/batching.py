@@ -62,6 +62,8 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
                                    seed=seed, stop=stop, chat=chat, **options))
         except ValidationError as e:
             raise ValidationError(f"generate_batch: prompt {i}: {e}") from None
+    if gens:
+        gens[0].options.require_rows("generate_batch")  # every prompt has the same options
     batch = _batch(model, max_batch)
     seqs = [_join(batch, g) for g in gens]
     t0 = time.perf_counter()
@@ -84,6 +86,7 @@ class Samples:
         self.logprobs = logprobs  # then each sample's .logprobs: the model's log-probability of each token
         # sample i is the prompt generated alone with seed + i
         self.samples = [Generation(model, prompt, seed=(seed + i) & 0xFFFFFFFF, **kwargs) for i in range(n)]
+        self.samples[0].options.require_rows("generate(n=...)")
         self.model = model
         self._ran = False
 

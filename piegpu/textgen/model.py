@@ -13,8 +13,6 @@ from ..model.config import LlamaConfig
 from ..model.loading import load_parts
 from ..model.tokenizer import chat_prompt
 from ..runtime.pipeline import MODEL_CLOSED, device_lock
-from ..samplers.options import SamplingOptions
-from ..samplers.program import is_sampler_program
 
 SESSION_ROUND = 256  # the shared session's working set grows in steps of this many tokens
 
@@ -177,8 +175,6 @@ class Model:
         """
         if n != 1:
             from .batching import Samples
-            if is_sampler_program(sampler):
-                SamplingOptions.of(sampler).require_rows("generate(n=...)")
             if working_set is not None or reuse_prefix:
                 raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set= "
                                       "and reuse_prefix=")
@@ -194,8 +190,6 @@ class Model:
         """One finished Generation per prompt, decoded together (one row per prompt in each pass)."""
         from .batching import generate_batch
         self.check_open()
-        if is_sampler_program(sampler):
-            SamplingOptions.of(sampler).require_rows("generate_batch")
         return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                               seed=seed, stop=stop, chat=chat, max_batch=max_batch, **sampler_args)
 
