@@ -33,7 +33,7 @@ def _cmd_serve(args) -> int:
     model = load_model(args.model, verbose=True)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
-                 cache_mb=args.cache_mb, grace_s=args.grace, max_body=args.max_body, log_level="info" if args.verbose else "warning")
+                 cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body, log_level="info" if args.verbose else "warning")
 
 
 def add_parser(sub) -> None:
@@ -43,6 +43,8 @@ def add_parser(sub) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
     s.add_argument("--port", type=int_at_least(0, 65536), default=8000)
     s.add_argument("--max-batch", type=int_at_least(1), default=16, help="sequences decoded per pass (16)")
+    s.add_argument("--window", type=int_at_least(1, 9), default=None,  # 9: runtime.channel.MAX_WINDOW + 1
+                   help="decode passes run ahead per host read (default: the adapter's best; 1 on lavapipe)")
     s.add_argument("--max-queue", type=int_at_least(1), default=64,
                    help="requests queued or running before HTTP 429 (64)")
     s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/")

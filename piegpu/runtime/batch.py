@@ -1,21 +1,32 @@
-"""Continuous batching: sequences join and leave between passes; one decode pass samples every ready row.
+"""Continuous batching that runs ahead: sequences join and leave; one decode pass samples every row.
 
-A Batch owns its sequences' sessions (working sets). Each step it prefills one chunk
-of a joining sequence's prompt (its own pass, so the others' decode steps are not held
-up by a whole long prompt), then runs one decode pass over every sequence that is
-ready: the pass embeds each row's pending token into that row's working set, and the
-epilogue samples all rows on the device with per-row parameters from channels (see
-samplers/rows.py), so one compiled epilogue serves any mix of requests of that batch
-size. Only the B drawn tokens come back to the host. A sequence leaves when it draws a
-stop token, reaches max_tokens, or its consumer says stop or cancels it; its working
-set and session stay usable.
+A Batch owns its sequences' sessions (working sets). Joining prompts are prefilled
+together in multi-sequence passes (chunks of at most prefill_chunk tokens each), then a
+decode run starts over every ready sequence (a *composition*): each pass embeds every
+row's pending token, the epilogue samples all rows on the device with per-row settings
+(samplers/rows.py), and the drawn tokens go to the NEXT pass's input on the device as
+well as to the host. So passes do not wait for the host: the host reads the tokens of
+`window` passes at once (one host wait per window) while the following passes are
+already submitted -- up to 2 * window - 1 passes are on the device. At window 1 the
+host reads every pass before it submits the next (the depth-1 loop).
+
+A sequence leaves when it draws a stop token, reaches max_tokens, or its consumer says
+stop (a stop string) or cancels it. The host notices at its next read: the row's later
+tokens (at most 2 * window - 2 passes of them) are discarded, never delivered, its
+working set is cut back to the tokens it accepted, and the run drains -- no further
+pass is submitted, the passes in flight finish and their tokens for the other rows are
+kept -- before the next composition starts. A sequence that joins likewise starts at
+the next composition; its prefill chunks go into the stream between reads. A row with
+a grammar needs the host between its tokens (its mask follows from the token before),
+so while one is in the composition the batch runs at window 1.
 
 The runtime does not import the samplers: the Batch is given a sampling object
 (piegpu.samplers.rows.RowSampling) with key(params) -> what shapes the epilogue for
-these rows, and make(rows, key) -> a row sampler with put(params, draws, row_states),
-clear(), step(logits), and the optional outputs logprob(logits, drawn) and top(logits).
-A sequence's `row_state` (host data the row sampler reads each pass: penalty counts, a
-grammar constraint) sees every drawn token through row_state.observe(token).
+these rows, and make(rows, key) -> a row sampler with start(params, draws, row_states),
+put_mask(params, row_states), needs_host, clear(), step(logits), and the optional
+outputs logprob(logits, drawn) and top(logits). A sequence's `row_state` (host data
+the row sampler starts from: penalty counts, a grammar constraint) sees every accepted
+token through row_state.observe(token).
 """
 
 from __future__ import annotations
@@ -28,8 +39,9 @@ import numpy as np
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta import intrinsics
-from .channel import Channel
+from .channel import Channel, check_window, default_window
 from .forward import ForwardPass, StateGeometry
+from .session import prefill_together
 
 @dataclass(eq=False)
 class Sequence:
@@ -48,6 +60,8 @@ class Sequence:
     prefilled: int = 0  # prompt tokens already in the working set (up to len(prompt) - 1)
     finish_reason: str = ""  # "stop", "length" or "cancelled" once finished
     cancel_requested: bool = False
+    host_waits: int = 0  # host reads that delivered tokens of this sequence
+    discarded: int = 0  # tokens computed after it finished (running ahead) and thrown away
 
     @property
     def done(self) -> bool:
@@ -71,11 +85,17 @@ class _DecodePass:
     wss: list
     key: object  # the sampling key (which stages the rows need)
     fwd: ForwardPass
-    tokens: Channel  # each row's pending token, put by the host before the pass
+    tokens: Channel  # each row's pending token: put by the host when the composition starts, then by each pass
     rows: object  # the row sampler
     token_out: Channel
     lp_out: Channel | None  # each drawn token's log-probability, when a row asked
     top_out: tuple | None  # (log-probabilities [B, K], token ids [B, K]) of each row's K most likely tokens
+    fresh: bool = True  # no run has started from it yet (its channels need the host's first cells)
+
+    @property
+    def outputs(self) -> tuple:
+        """The channels the host reads."""
+        return (self.token_out,) + ((self.lp_out,) if self.lp_out is not None else ()) + (self.top_out or ())
 
 
 @dataclass
@@ -86,12 +106,16 @@ class BatchStats:
     prefill_passes: int = 0
     rows: int = 0  # decode rows summed over passes
     compositions: int = 0  # distinct sets of working sets a decode pass was built for
+    runs: int = 0  # decode runs (a composition decoding until it changes)
+    host_waits: int = 0  # host reads of decoded tokens (one per window of passes)
+    discarded: int = 0  # row tokens computed after their row finished, thrown away
 
 
 class Batch:
-    """Sequences decoding together, joining and leaving between passes (see the module docstring)."""
+    """Sequences decoding together, joining and leaving as they go (see the module docstring)."""
 
-    def __init__(self, model, sampling, max_batch: int = 16, prefill_chunk: int = 128, pipe=None):
+    def __init__(self, model, sampling, max_batch: int = 16, prefill_chunk: int = 128, pipe=None,
+                 window: int | None = None):
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValidationError(f"Batch: max_batch must be an int >= 1, got {max_batch!r}")
         if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
@@ -100,9 +124,11 @@ class Batch:
         self.sampling = sampling
         self.max_batch = max_batch
         self.prefill_chunk = prefill_chunk
+        self.window = default_window(model.gpu.dev) if window is None else check_window(window, "Batch")
         self.pipe = pipe or model.default_pipeline
         self.sequences: list = []  # in the order they joined
         self.stats = BatchStats()
+        self.interrupt: Callable[[], bool] | None = None  # asked at each read: True ends the run (to admit others)
         self._decode: _DecodePass | None = None  # the last composition's pass (reused while it stays)
 
     # ---- joining ----------------------------------------------------------------------------
@@ -166,22 +192,31 @@ class Batch:
             pass
 
     async def step(self) -> bool:
-        """One prefill chunk (if a sequence is joining) and one decode pass; False when nothing is left."""
+        """Prefill joining prompts (one round), then one decode run of the ready rows; False when none are left."""
         for s in self.active:
             if s.cancel_requested:
                 s.finish_reason = "cancelled"
-        joining = next((s for s in self.active if not s.ready), None)
-        if joining is not None:
-            await self._prefill_chunk(joining)
+        if any(not s.ready for s in self.active):
+            await self._prefill_round()
         ready = [s for s in self.active if s.ready][: self.max_batch]
         if ready:
-            await self._decode_pass(ready)
+            await self._decode_run(ready)
         return bool(self.active)
 
-    async def _prefill_chunk(self, seq: Sequence) -> None:
-        end = min(len(seq.prompt) - 1, seq.prefilled + self.prefill_chunk)
-        await seq.session.extend(seq.prompt[seq.prefilled: end])
-        seq.prefilled = end
+    async def _prefill_round(self) -> None:
+        """One pass over the next chunk of every joining prompt that fits (prefill_chunk tokens each, 4x in all)."""
+        parts, budget = [], 4 * self.prefill_chunk
+        for s in self.active:
+            if s.ready or len(parts) >= self.max_batch:
+                continue
+            end = min(len(s.prompt) - 1, s.prefilled + self.prefill_chunk, s.prefilled + budget)
+            if end <= s.prefilled:
+                break
+            parts.append((s, end))
+            budget -= end - s.prefilled
+        await prefill_together(self.pipe, [(s.session, s.prompt[s.prefilled: end]) for s, end in parts])
+        for s, end in parts:
+            s.prefilled = end
         self.stats.prefill_passes += 1
 
     def _decode_pass_for(self, wss: list, key) -> _DecodePass:
@@ -189,14 +224,15 @@ class Batch:
         if d is not None and d.key == key and len(d.wss) == len(wss) and all(a is b for a, b in zip(d.wss, wss)):
             return d
         B = len(wss)
+        cap = 2 * self.window  # the cells of one read plus the passes submitted meanwhile
         tokens = Channel([B], dtype.i32).named(f"batch[{B}]:tokens")
-        token_out = Channel([B], dtype.i32).named(f"batch[{B}]:drawn")
+        token_out = Channel([B], dtype.i32).named(f"batch[{B}]:drawn").capacity(cap)
         rows = self.sampling.make(B, key)
-        lp_out = Channel([B], dtype.f32).named(f"batch[{B}]:logprobs") if rows.logprobs else None
+        lp_out = Channel([B], dtype.f32).named(f"batch[{B}]:logprobs").capacity(cap) if rows.logprobs else None
         top_out = None
         if getattr(rows, "top_logprobs", False):
-            top_out = (Channel([B, rows.top_count], dtype.f32).named(f"batch[{B}]:top-logprobs"),
-                       Channel([B, rows.top_count], dtype.i32).named(f"batch[{B}]:top-tokens"))
+            top_out = (Channel([B, rows.top_count], dtype.f32).named(f"batch[{B}]:top-logprobs").capacity(cap),
+                       Channel([B, rows.top_count], dtype.i32).named(f"batch[{B}]:top-tokens").capacity(cap))
         fwd = ForwardPass()
         fwd.embed(tokens, Channel.from_(np.arange(B + 1), dtype.u32))
         fwd.state(wss, StateGeometry.folding())
@@ -205,6 +241,7 @@ class Batch:
         def _():
             logits = intrinsics.outputs("logits")
             drawn = rows.step(logits)
+            tokens.put(drawn)  # device to device: the next pass embeds it
             token_out.put(drawn)
             if lp_out is not None:
                 lp_out.put(rows.logprob(logits, drawn))
@@ -216,40 +253,125 @@ class Batch:
         self.stats.compositions += 1
         return self._decode
 
-    async def _decode_pass(self, ready: list) -> None:
+    async def _decode_run(self, ready: list) -> None:
+        """Decode `ready` (one composition) until a row leaves or joins, the budget ends, or interrupt() says so."""
         params = [s.params for s in ready]
         d = self._decode_pass_for([s.session.ws for s in ready], self.sampling.key(params))
-        pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
-        outs = (d.tokens, d.token_out) + ((d.lp_out,) if d.lp_out is not None else ()) + (d.top_out or ())
-        for ch in outs:
-            ch.clear()
-        d.rows.clear()
-        d.tokens.put(np.array(pending, np.int32))
-        d.rows.put(params, [len(s.tokens) for s in ready], [s.row_state for s in ready])
-        await self.pipe.submit(d.fwd)
-        drawn = (await d.token_out.take()).tolist()
-        lps = (await d.lp_out.take()).tolist() if d.lp_out is not None else [None] * len(ready)
-        tops = [None] * len(ready)
+        run = _Run(self, d, ready)
+        if d.fresh:  # a new composition starts from the host's view of every row
+            for ch in d.outputs:
+                ch.clear()
+            d.tokens.clear()
+            d.tokens.put(np.array(run.pending, np.int32))
+            d.rows.clear()
+            d.rows.start(params, [len(s.tokens) for s in ready], [s.row_state for s in ready])
+            d.fresh = False
+        elif d.rows.needs_host:
+            d.rows.clear_mask()
+            d.rows.put_mask(params, [s.row_state for s in ready])
+        self.stats.runs += 1
+        try:
+            await self.pipe.run_ahead(d.fwd, run.limit, run.on_pass, window=run.window, drain=run.draining)
+        except BaseException:
+            self._decode = None  # the device state may be ahead of what the host accepted: start afresh
+            raise
+        finally:
+            run.settle()
+
+
+class _Run:
+    """One decode run of a composition: reads the drawn tokens a window at a time and accepts them per row."""
+
+    def __init__(self, batch: Batch, d: _DecodePass, ready: list):
+        self.batch, self.d, self.ready = batch, d, ready
+        self.window = 1 if d.rows.needs_host else batch.window
+        self.limit = min(s.max_tokens - len(s.tokens) for s in ready)  # no row passes its budget
+        self.pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
+        self.base = [s.session.ws.length for s in ready]
+        self.accepted = [0] * len(ready)  # passes whose token each row accepted in this run
+        self.calls = self.read = 0
+        self.drain = False
+
+    def draining(self) -> bool:
+        """Asked by run_ahead before each submit: True once the composition must change."""
+        return self.drain
+
+    async def on_pass(self) -> bool:
+        """run_ahead's on_token: at the end of a window, read its passes (and, when draining, the rest)."""
+        self.calls += 1
+        if self.calls <= self.read:  # read already, with the passes of the read that started the drain
+            return True
+        if self.calls % self.window and self.calls < self.limit:
+            return True  # inside the window: no wait, the next pass goes in
+        await self._read(self.calls - self.read)
+        batch = self.batch
+        joining = next((s for s in batch.active if not s.ready), None)
+        if joining is not None and not self._changing():
+            await batch._prefill_round()  # between reads, behind the passes in flight
+        if self._changing() or (batch.interrupt is not None and batch.interrupt()):
+            self.drain = True
+            rest = self.d.token_out.count  # the passes submitted meanwhile: read them all with one wait
+            if rest:
+                await self._read(rest)
+        elif self.d.rows.needs_host and self.calls < self.limit:
+            self.d.rows.put_mask([s.params for s in self.ready], [s.row_state for s in self.ready])
+        return True
+
+    def _changing(self) -> bool:
+        """A row left, or a waiting sequence is ready and has room: the next composition must start."""
+        if any(s.done for s in self.ready):
+            return True
+        batch = self.batch
+        return len(self.ready) < batch.max_batch and any(s.ready and s not in self.ready for s in batch.active)
+
+    async def _read(self, n: int) -> None:
+        d, stats = self.d, self.batch.stats
+        drawn = [a.tolist() for a in await d.token_out.take_many(n)]
+        lps = [a.tolist() for a in await d.lp_out.take_many(n)] if d.lp_out is not None else None
+        tops = None
         if d.top_out is not None:
-            vals, ids = (await d.top_out[0].take()).tolist(), (await d.top_out[1].take()).tolist()
-            tops = [list(zip(i, v)) for i, v in zip(ids, vals)]
-        self.stats.decode_passes += 1
-        self.stats.rows += len(ready)
-        for s, p, t, lp, top in zip(ready, pending, drawn, lps, tops):
-            s.session.embedded([p])
-            s.session.pending = t
-            if t in s.stop_ids:
-                s.finish_reason = "stop"
-                continue
-            s.tokens.append(t)
-            if s.row_state is not None:
-                s.row_state.observe(t)
-            if s.params.logprobs:
-                s.logprobs.append(lp)
-            if getattr(s.params, "top_logprobs", 0):
-                s.top_logprobs.append(top[: s.params.top_logprobs])
-            keep = s.on_token(s, t) if s.on_token is not None else True
-            if keep is False or s.cancel_requested:
-                s.finish_reason = "stop" if keep is False else "cancelled"
-            elif len(s.tokens) >= s.max_tokens:
-                s.finish_reason = "length"
+            vals, ids = await d.top_out[0].take_many(n), await d.top_out[1].take_many(n)
+            tops = [[list(zip(i, v)) for i, v in zip(a.tolist(), b.tolist())] for a, b in zip(ids, vals)]
+        self.read += n
+        stats.host_waits += 1
+        stats.decode_passes += n
+        stats.rows += n * len(self.ready)
+        for i, s in enumerate(self.ready):
+            if not s.done:
+                s.host_waits += 1
+            for k in range(n):
+                if s.done:
+                    s.discarded += n - k
+                    stats.discarded += n - k
+                    break
+                self._accept(i, s, drawn[k][i], lps[k][i] if lps else None, tops[k][i] if tops else None)
+
+    def _accept(self, i: int, s: Sequence, t: int, lp, top) -> None:
+        if s.cancel_requested:
+            s.finish_reason = "cancelled"
+            return
+        s.session.embedded([self.pending[i]])
+        s.session.pending = self.pending[i] = t
+        self.accepted[i] += 1
+        if t in s.stop_ids:
+            s.finish_reason = "stop"
+            return
+        s.tokens.append(t)
+        if s.row_state is not None:
+            s.row_state.observe(t)
+        if s.params.logprobs:
+            s.logprobs.append(lp)
+        if getattr(s.params, "top_logprobs", 0):
+            s.top_logprobs.append(top[: s.params.top_logprobs])
+        keep = s.on_token(s, t) if s.on_token is not None else True
+        if keep is False or s.cancel_requested:
+            s.finish_reason = "stop" if keep is False else "cancelled"
+        elif len(s.tokens) >= s.max_tokens:
+            s.finish_reason = "length"
+
+    def settle(self) -> None:
+        """After the run: a row that left keeps only the KV of the passes it accepted."""
+        for s, base, n in zip(self.ready, self.base, self.accepted):
+            ws = s.session.ws
+            if s.done and ws.length > base + n:
+                ws.set_length(base + n)

@@ -166,6 +166,21 @@ class Channel:
             return self._trace_take(b, consume=False)
         return self._host_take(consume=False)
 
+    async def take_many(self, n: int) -> list:
+        """Host: take the n oldest cells as a list of numpy arrays; their readbacks are requested together."""
+        if self._poison is not None:
+            raise self.poisoned_error() from self._poison
+        for i in range(min(n, self.count)):
+            c = self._cells.get(self._head + i)
+            if c is not None and c.kind == "staged" and c.mapping is None and c.staging is not None:
+                c.mapping, c.requested = c.staging.map_async("READ_NOSYNC"), True
+        try:
+            return [await self._host_take(consume=True) for _ in range(n)]
+        except BaseException:  # the rest stay queued; a later read waits for their requests synchronously
+            for c in self._cells.values():
+                c.requested = False
+            raise
+
     async def take_scalar(self):
         """Host: take one cell holding a single value and return it as a Python scalar."""
         if self.cell_words != 1 or self.shape not in ((), (1,)):
@@ -262,8 +277,9 @@ class Channel:
     async def _read_staged(self, cell: Cell) -> np.ndarray:
         buf = cell.staging
         try:
-            if cell.mapping is None:
-                cell.mapping = buf.map_async("READ_NOSYNC")
+            if cell.mapping is None or cell.requested:
+                cell.requested = False  # if this await is cancelled, a later read waits synchronously
+                cell.mapping = cell.mapping or buf.map_async("READ_NOSYNC")
                 await cell.mapping  # a cancellation here leaves the request in flight, kept on the cell
             else:
                 # An earlier read was interrupted; its request may belong to a closed event loop,
@@ -434,6 +450,22 @@ class Channel:
         self._head, self._tail, self._cells = head, idx, base
         if self._buffer is not None:
             self._write_header()
+
+
+MAX_WINDOW = HISTORY // 2  # a batch keeps up to 2W - 1 passes in flight; each must fit in the rewind history
+
+
+def check_window(window, where: str) -> int:
+    """`window` if it is an int in 1..MAX_WINDOW, else ValidationError naming it."""
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
+        raise ValidationError(f"{where}: window must be an int in 1..{MAX_WINDOW} (passes kept in flight), got "
+                              f"{window!r}. Fix: window=1 waits for every pass; window={WINDOW} runs {WINDOW} ahead")
+    return window
+
+
+def default_window(dev) -> int:
+    """The window the adapter measures best: CPU_WINDOW on CPU adapters (lavapipe), else WINDOW."""
+    return CPU_WINDOW if dev.is_cpu else WINDOW
 
 
 def channel_capacity() -> int:

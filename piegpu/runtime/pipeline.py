@@ -20,7 +20,7 @@ from ..errors import ChannelError, CompileError, ValidationError
 from ..eta import intrinsics as _intrinsics
 from ..eta.tracer import trace
 from .cells import reusable
-from .channel import CPU_WINDOW, WINDOW
+from .channel import check_window, default_window
 from .compiled import compile_program
 from .device import lost_device_error
 from .dispatch import replay
@@ -66,11 +66,7 @@ class Pipeline:
         if self.target not in WGPU_TARGETS:
             raise ValidationError(f"epilogue target {self.target!r} cannot run through wgpu. "
                                   f"Fix: use one of {list(WGPU_TARGETS)}")
-        if window is None:
-            window = CPU_WINDOW if model.gpu.dev.is_cpu else WINDOW
-        if window < 1:
-            raise ValidationError(f"window={window!r} must be >= 1. Fix: pass window=WINDOW (4) or more")
-        self.window = window
+        self.window = default_window(model.gpu.dev) if window is None else check_window(window, "Pipeline")
         # Recording the next pass while the current one runs hides ~1 ms of host encoding per pass on
         # a GPU; on lavapipe the host shares the cores with the "device" and it measured 4 ms/token
         # slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
@@ -317,8 +313,13 @@ class Pipeline:
             self._record_ahead(pp)
         await self._wait(rec)
 
-    async def run_ahead(self, fwd: ForwardPass, max_tokens: int, on_token) -> int:
+    async def run_ahead(self, fwd: ForwardPass, max_tokens: int, on_token, window: int | None = None,
+                        drain=None) -> int:
         """Keep up to `window` passes in flight; call on_token once per pass; stop when it returns False.
+
+        `window` overrides the pipeline's for this run. `drain`, if given, is asked before each
+        submit: once it returns True no further pass is submitted, and on_token still runs
+        for every pass in flight (their outputs are accepted, not discarded).
 
         Returns how many times on_token ran. A pass is accepted once on_token has run for
         it, also when on_token raised -- unless it raised (e.g. KeyboardInterrupt or task
@@ -334,6 +335,7 @@ class Pipeline:
         self._settle()
         if max_tokens <= 0:
             return 0
+        window = self.window if window is None else check_window(window, "run_ahead")
         pp = self.prepare(fwd)
         inflight: deque = deque()  # records of passes whose output on_token has not accepted yet
         token = UnsettledRun(pp, inflight, asyncio.get_running_loop(), asyncio.current_task())
@@ -342,17 +344,19 @@ class Pipeline:
         closing = False
         try:
             while True:
-                while submitted < max_tokens and len(inflight) < self.window and self._blocked(pp) is None:
+                draining = drain is not None and drain()
+                while (not draining and submitted < max_tokens and len(inflight) < window
+                       and self._blocked(pp) is None):
                     with deferred_interrupts():  # a Ctrl-C waits until the pass is submitted and tracked
                         inflight.append(self._encode(pp))
                     submitted += 1
                 if not inflight:
-                    if submitted < max_tokens:
+                    if submitted < max_tokens and not draining:
                         raise ChannelError(f"run_ahead cannot submit pass {submitted + 1}: {self._blocked(pp)}, "
                                            "and no pass in flight can change that. Fix: on_token must take the cells "
                                            "the passes put (or put the cells they take)")
                     break
-                if submitted < max_tokens:  # more passes will follow: record the next one while these run
+                if submitted < max_tokens and not draining:  # more passes will follow: record the next one now
                     self._record_ahead(pp)
                 try:
                     keep = await on_token()

@@ -2,18 +2,24 @@
 
 One compiled epilogue serves any mix of requests: temperature, top-k, top-p, min-p,
 the penalties, logit biases, a grammar mask and the RNG state [seed, draws] of every row
-come from channels the host fills before each pass, never from trace-time constants, so a
-request with another top_p compiles nothing. Per row the math is the Sampler chain's
+come from channels, never from trace-time constants, so a request with another top_p
+compiles nothing. Per row the math is the Sampler chain's
 (grammar mask -> logit bias -> penalties -> temperature -> top-k -> top-p -> min-p ->
 Gumbel-max; temperature 0 is greedy; off values keep every token), and each row draws
 its Gumbel noise from its own [seed, draws] state over its own vocab indices, exactly
 as a one-sequence generation with that seed does: a row's tokens do not depend on
 which other rows share the pass.
 
-Data that changes as a row decodes lives on the host in a RowState (the row's seen-token
-counts for the penalties, its grammar constraint) and is put each pass: the counts as
-i32 [rows, vocab], the grammar as packed u32 words [rows, vocab/32]. Only whether a stage
-is needed at all shapes the epilogue (see structure_of).
+The host puts every channel's first cell once per batch composition (start()); after
+that the passes run on device data alone, so a batch can run ahead without the host:
+the settings are read (not consumed) each pass, and the state that changes as a row
+decodes is loop-carried on the device -- each pass takes the RNG state [seed, draws] and
+the seen-token counts of the penalties (i32 [rows, vocab]) and puts them back advanced
+by the token it drew. The host keeps its own copy in a RowState (for the next
+composition). Only a grammar needs the host between tokens: its mask (packed u32 words
+[rows, vocab/32]) is taken each pass and put by the host (put_mask()) after it has seen
+the row's last token. Only whether a stage is needed at all shapes the epilogue (see
+structure_of).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from .. import eta
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta.composites import keep_dims
-from .chain import F32_MAX, Sampler
+from .chain import F32_MAX, Sampler, rng_advance
 from .llamacpp import NEG_INF, LogitBias
 from .penalties import Penalties
 from .state import check_temperature
@@ -197,8 +203,13 @@ class RowSampler:
         if "mask" in self.stages:
             self.extra["mask"] = Channel([rows, self.words], dtype.u32).named(f"{label}:grammar-mask")
 
-    def put(self, params: list, draws: list, states: list | None = None) -> None:
-        """Host: the settings of every row for the next pass; draws[i] = tokens row i has drawn so far.
+    @property
+    def needs_host(self) -> bool:
+        """Whether a pass needs a host put first (a grammar mask), so passes cannot run ahead."""
+        return "mask" in self.extra
+
+    def start(self, params: list, draws: list, states: list | None = None) -> None:
+        """Host: every channel's first cell (after clear()); draws[i] = tokens row i has drawn so far.
 
         `states[i]` is row i's RowState (needed when a row is penalized or constrained).
         """
@@ -232,11 +243,19 @@ class RowSampler:
                     bias[row, tok] = b
             self.extra["bias"].put(bias)
         if "mask" in self.extra:
-            words = np.full((self.rows, self.words), 0xFFFFFFFF, np.uint32)
-            for row, (p, st) in enumerate(zip(params, states)):
-                if p.constrained:
-                    self._state(st, row, "constraint").mask_into(words[row])
-            self.extra["mask"].put(words)
+            self.put_mask(params, states)
+
+    def clear_mask(self) -> None:
+        """Host: drop a queued grammar mask (no pass in flight)."""
+        self.extra["mask"].clear()
+
+    def put_mask(self, params: list, states: list) -> None:
+        """Host: the grammar mask of every row for the next pass (rows without a grammar allow everything)."""
+        words = np.full((self.rows, self.words), 0xFFFFFFFF, np.uint32)
+        for row, (p, st) in enumerate(zip(params, states)):
+            if p.constrained:
+                self._state(st, row, "constraint").mask_into(words[row])
+        self.extra["mask"].put(words)
 
     @staticmethod
     def _state(st, row: int, what: str):
@@ -274,9 +293,21 @@ class RowSampler:
         return eta.reshape(eta.gather_row(lp, tokens), [self.rows])
 
     def step(self, logits):
-        """Traced: the i32 [rows] tokens drawn from f32 [rows, vocab] logits, each row by its own settings."""
+        """Traced: the i32 [rows] tokens drawn from f32 [rows, vocab] logits, each row by its own settings.
+
+        It also puts the next pass's RNG state and seen-token counts (loop-carried on the device).
+        """
+        counts = self.extra["counts"].take() if "penalties" in self.stages else None
+        token = self._draw(logits, self.rng.take(), counts)
+        if counts is not None:
+            idx = eta.cast(eta.broadcast(eta.iota(self.vocab), [self.rows, self.vocab]), dtype.i32)
+            self.extra["counts"].put(counts + eta.cast(eta.eq(idx, keep_dims(token, counts)), dtype.i32))
+        return token
+
+    def _draw(self, logits, r, counts):
         B = self.rows
-        f, i, r = self.floats.take(), self.ints.take(), self.rng.take()
+        f, i = self.floats.read(), self.ints.read()
+        self.rng.put(rng_advance(r))
         col = lambda t, j: eta.reshape(eta.slice_last(t, j, 1), [B])  # noqa: E731
         inv_t, top_p, min_p = col(f, 0), col(f, 1), col(f, 2)
         greedy, top_k = col(i, 0) > 0, col(i, 1)
@@ -286,10 +317,10 @@ class RowSampler:
             bits = eta.take_last(self.extra["mask"].take(), idx >> 5) >> (idx & 31)
             x = eta.mask_apply(x, eta.ne(bits & 1, 0))
         if "bias" in self.stages:
-            b = self.extra["bias"].take()
+            b = self.extra["bias"].read()
             x = eta.select(eta.eq(b, NEG_INF), NEG_INF, x + b)  # as LogitBias: a ban stays -inf
         if "penalties" in self.stages:
-            pen, counts = self.extra["penalties"].take(), self.extra["counts"].take()
+            pen = self.extra["penalties"].read()
             inv_rep, rep, presence, frequency = col(pen, 0), col(pen, 1), col(pen, 2), col(pen, 3)
             seen = counts > 0
             x = eta.select(seen, eta.select(x > 0.0, x * keep_dims(inv_rep, x), x * keep_dims(rep, x)), x)

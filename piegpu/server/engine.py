@@ -109,6 +109,8 @@ class EngineStats:
     decode_passes: int = 0
     decode_rows: int = 0
     decode_s: float = 0.0
+    host_waits: int = 0  # host reads of decoded tokens: one per window of passes
+    window: int = 1  # decode passes run ahead per host read
     copied_tokens: int = 0  # prompt tokens copied from another sequence's KV instead of prefilled
 
     def as_dict(self) -> dict:
@@ -124,14 +126,17 @@ class Engine:
     """Runs a model for many concurrent requests (see the module docstring)."""
 
     def __init__(self, model, max_batch: int = 16, max_queue: int = 64, ctx: int | None = None,
-                 cache_mb: float = 512.0, prefill_chunk: int = 128):
+                 cache_mb: float = 512.0, prefill_chunk: int = 128, window: int | None = None):
         self.model = model
         self.vocab = model.config.vocab_size
         self.ctx = min(ctx or model.config.max_position_embeddings, model.config.max_position_embeddings)
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.prefill_chunk = prefill_chunk
-        self.batch = Batch(model, RowSampling(self.vocab), max_batch=max_batch, prefill_chunk=prefill_chunk)
+        self.batch = Batch(model, RowSampling(self.vocab), max_batch=max_batch, prefill_chunk=prefill_chunk,
+                           window=window)
+        self.batch.interrupt = lambda: self._poked  # a request arrived or left: end the run at the next read
+        self._poked = False
         c = model.config
         kv_bytes = c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * 4  # f32 K and V per position
         self.cache = PrefixCache(int(cache_mb * (1 << 20)) // kv_bytes)  # the bound in positions of KV
@@ -147,7 +152,7 @@ class Engine:
         self._deadline: float | None = None
         self.error: BaseException | None = None
         self.completed = 0
-        self.stats = EngineStats()
+        self.stats = EngineStats(window=self.batch.window)
 
     # ---- the HTTP side (any thread) ----------------------------------------------------------
     def start(self) -> None:
@@ -189,6 +194,7 @@ class Engine:
             self._thread.join()
 
     def _poke(self) -> None:
+        self._poked = True
         if self._wake is not None and not self._loop.is_closed():
             try:
                 self._loop.call_soon_threadsafe(self._wake.set)
@@ -224,14 +230,17 @@ class Engine:
                         job.cancel()
             for job in [j for j in self._joining if j.cancelled]:
                 self._finish_job(job, cancelled=True)
+            self._poked = False  # what poked it so far is dealt with in this round
             prefilled = await self._prefill_round()
             if self.batch.active:
                 t0 = time.perf_counter()
-                rows = len(self.batch.active)
+                b = self.batch.stats
+                before = b.decode_passes, b.rows, b.host_waits
                 await self.batch.step()
                 self.stats.decode_s += time.perf_counter() - t0
-                self.stats.decode_passes += 1
-                self.stats.decode_rows += rows
+                self.stats.decode_passes += b.decode_passes - before[0]
+                self.stats.decode_rows += b.rows - before[1]
+                self.stats.host_waits += b.host_waits - before[2]
                 self._collect()
             elif not prefilled:
                 with self._lock:

@@ -18,6 +18,7 @@ import time
 from ..errors import ValidationError
 from .generation import Generation
 from ..runtime.batch import Batch
+from ..runtime.channel import check_window
 from ..runtime.session import run_sync
 from ..samplers.rows import RowSampling
 from .tokens import admit, finish_reason
@@ -29,8 +30,8 @@ def _check_n(n) -> int:
     return n
 
 
-def _batch(model, max_batch: int) -> Batch:
-    return Batch(model, RowSampling(model.config.vocab_size), max_batch=max_batch)
+def _batch(model, max_batch: int, window: int | None) -> Batch:
+    return Batch(model, RowSampling(model.config.vocab_size), max_batch=max_batch, window=window)
 
 
 def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
@@ -45,13 +46,15 @@ def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
 def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
     for g, s in zip(gens, seqs):
         g.finish(finish_reason(s))
+        g.stats.host_waits = s.host_waits
         g.stats.decode_s = time.perf_counter() - t0
         g.stats.prefill_s = prefill_s
     return gens
 
 
 async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
-                          seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, **options) -> list:
+                          seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16,
+                          window: int | None = None, **options) -> list:
     """Async generate_batch()."""
     if isinstance(prompts, str) or not all(isinstance(p, str) for p in prompts):
         raise ValidationError("generate_batch: prompts must be a list of str. Fix: generate_batch(['a', 'b'])")
@@ -64,7 +67,7 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
             raise ValidationError(f"generate_batch: prompt {i}: {e}") from None
     if gens:
         gens[0].options.require_rows("generate_batch")  # every prompt has the same options
-    batch = _batch(model, max_batch)
+    batch = _batch(model, max_batch, window)
     seqs = [_join(batch, g) for g in gens]
     t0 = time.perf_counter()
     await batch.run()
@@ -72,17 +75,23 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
 
 
 def generate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0, seed: int = 0,
-                   stop=None, chat: bool = False, max_batch: int = 16, **options) -> list:
-    """One finished Generation per prompt (.text, .tokens, .stats), all decoded together in batched passes."""
+                   stop=None, chat: bool = False, max_batch: int = 16, window: int | None = None,
+                   **options) -> list:
+    """One finished Generation per prompt (.text, .tokens, .stats), all decoded together in batched passes.
+
+    `window`: passes run ahead per host read (see runtime/batch.py); None = the adapter's best.
+    """
     return run_sync(agenerate_batch(model, prompts, max_tokens, sampler, temperature, seed, stop, chat, max_batch,
-                                    **options))
+                                    window, **options))
 
 
 class Samples:
     """n samples of one prompt (model.generate(prompt, n=N)): .run(), then .texts and .samples."""
 
-    def __init__(self, model, prompt: str, n: int, seed: int = 0, logprobs: bool = False, **kwargs):
+    def __init__(self, model, prompt: str, n: int, seed: int = 0, logprobs: bool = False,
+                 window: int | None = None, **kwargs):
         self.n = _check_n(n)
+        self.window = None if window is None else check_window(window, "generate(n=...)")
         self.logprobs = logprobs  # then each sample's .logprobs: the model's log-probability of each token
         # sample i is the prompt generated alone with seed + i
         self.samples = [Generation(model, prompt, seed=(seed + i) & 0xFFFFFFFF, **kwargs) for i in range(n)]
@@ -115,7 +124,7 @@ class Samples:
         await base.extend(ids[:-1])
         sessions = [base] + [base.fork() for _ in range(self.n - 1)]
         prefill_s = time.perf_counter() - t0
-        batch = _batch(self.model, self.n)
+        batch = _batch(self.model, self.n, self.window)
         seqs = [_join(batch, g, session=sess, logprobs=self.logprobs) for g, sess in zip(self.samples, sessions)]
         t1 = time.perf_counter()
         await batch.run()

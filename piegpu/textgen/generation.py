@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import ValidationError
+from ..runtime.channel import check_window
 from ..runtime.loops import DecodeLoop, decode_loop
 from ..runtime.session import iterate_sync, run_sync
 from ..samplers import SamplerStates, SeqContext
@@ -24,6 +25,7 @@ class GenerationStats:
     decode_s: float = 0.0
     stop_reason: str = ""
     reused_tokens: int = 0  # prompt tokens whose KV the working set already held (reuse_prefix=True)
+    host_waits: int = 0  # host readbacks that delivered this generation's tokens (batched: one per window)
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -53,7 +55,7 @@ class Generation:
 
     def __init__(self, model, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, on_token=None,
-                 reuse_prefix: bool = False, **sampler_args):
+                 reuse_prefix: bool = False, window: int | None = None, **sampler_args):
         if on_token is not None and not callable(on_token):
             raise ValidationError(f"generate: on_token must be callable (called with each text piece), "
                                   f"got {on_token!r}")
@@ -75,6 +77,7 @@ class Generation:
         self.model = model
         self.prompt = prompt
         self.max_tokens = max_tokens
+        self.window = None if window is None else check_window(window, "generate")  # None: the pipeline's
         from ..inferlets.grammar import REQUEST_KEYS, Constraint, pop_request
         # grammar=/lark=/regex=/json_schema=/json_object=: checked (llguidance's message) before any device work
         self.constraint = Constraint.from_request(model, **pop_request(sampler_args))
@@ -212,6 +215,7 @@ class Generation:
             t1 = time.perf_counter()
             async for piece in constrained_pieces(self, sess):
                 yield piece
+            self.stats.host_waits = len(self.tokens)  # one readback per step
             rest = self.finish()
             if rest:
                 yield rest
@@ -230,6 +234,7 @@ class Generation:
             tok = await loop.token_out.take_scalar()
             # Record the token at once: an interrupt after this line must not lose it.
             taken.append(tok)
+            self.stats.host_waits += 1
             sess.pending = tok
             piece, more = self.accept(tok)
             if piece:
@@ -237,7 +242,7 @@ class Generation:
             return more
 
         t1 = time.perf_counter()
-        task = asyncio.ensure_future(pipe.run_ahead(loop.fwd, self.budget, on_token))
+        task = asyncio.ensure_future(pipe.run_ahead(loop.fwd, self.budget, on_token, window=self.window))
         try:
             while True:
                 get = asyncio.ensure_future(queue.get())

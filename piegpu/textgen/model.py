@@ -156,7 +156,7 @@ class Model:
 
     def generate(self, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,
-                 reuse_prefix: bool = False, **sampler_args):
+                 reuse_prefix: bool = False, window: int | None = None, **sampler_args):
         """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation.
 
         The synchronous forms (`for piece in ...`, `.run()`) work anywhere: no event loop, inside a
@@ -172,6 +172,8 @@ class Model:
 
         `sampler` may also be an eta container (eta.Program or its bytes, from the Python, JS or Rust
         tracer) with the signature (logits f32[vocab], state u32[2]) -> i32 token; state = [seed, counter].
+
+        `window`: passes kept in flight ahead of the host (None: what the adapter measures best).
         """
         if n != 1:
             from .batching import Samples
@@ -179,19 +181,24 @@ class Model:
                 raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set= "
                                       "and reuse_prefix=")
             return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
-                           temperature=temperature, stop=stop, chat=chat, on_token=on_token, **sampler_args)
+                           temperature=temperature, stop=stop, chat=chat, on_token=on_token, window=window,
+                           **sampler_args)
         from .generation import Generation
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                           seed=seed, stop=stop, working_set=working_set, chat=chat, on_token=on_token,
-                          reuse_prefix=reuse_prefix, **sampler_args)
+                          reuse_prefix=reuse_prefix, window=window, **sampler_args)
 
     def generate_batch(self, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
-                       seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, **sampler_args) -> list:
-        """One finished Generation per prompt, decoded together (one row per prompt in each pass)."""
+                       seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, window: int | None = None,
+                       **sampler_args) -> list:
+        """One finished Generation per prompt, decoded together (one row per prompt in each pass).
+
+        `window`: passes that run ahead on the device per host read (None: the adapter's best).
+        """
         from .batching import generate_batch
         self.check_open()
         return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
-                              seed=seed, stop=stop, chat=chat, max_batch=max_batch, **sampler_args)
+                              seed=seed, stop=stop, chat=chat, max_batch=max_batch, window=window, **sampler_args)
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None) -> Model:
