@@ -1,4 +1,4 @@
-"""`piegpu bench`'s batching rows: prefill against numpy, batched decode, time to first token.
+"""`piegpu bench`'s batching rows: prefill against numpy, batched decode, end to end, time to first token.
 
 All measured in the same process as the rest of the table, runs interleaved where two
 things are compared (piegpu and numpy prefill; B = 1 and B = 8 decode), so a slow spell
@@ -41,26 +41,73 @@ def prefill_vs_numpy(model, ref, lengths=(128, 512), runs: int = 3) -> dict:
     return out
 
 
-def batched_decode(model, batches=(1, 8), tokens: int = 16, runs: int = 3) -> dict:
-    """Greedy decode through the runtime Batch: per batch size, ms per pass and aggregate tokens/s (pass_table)."""
+def _decode_run(model, ids: list, B: int, n: int, window) -> tuple:
+    """(wall s, host CPU s of the Python threads, BatchStats) of a greedy Batch of B rows, n tokens each, prefill in."""
     from ..runtime.batch import Batch
     from ..runtime.session import run_sync
     from ..samplers.rows import RowParams, RowSampling
+    from .host import python_threads_cpu_s
+    batch = Batch(model, RowSampling(model.config.vocab_size), max_batch=B, window=window)
+    for _ in range(B):
+        batch.add(ids, RowParams(temperature=0.0), n)  # no stop token: every row decodes n tokens
+    h0, t0 = python_threads_cpu_s(), time.perf_counter()
+    run_sync(batch.run())
+    return time.perf_counter() - t0, python_threads_cpu_s() - h0, batch.stats
+
+
+def batched_decode(model, batches=(1, 8, 16), windows=(1, 2, 4), tokens: int = 16, runs: int = 3) -> dict:
+    """Greedy decode through the runtime Batch in steady state: a run of 2N tokens minus a run of N, per pass.
+
+    Per batch size at the adapter's default window (pass_table: ms per pass, tokens/s, ratios
+    to B=1, plus host CPU ms per pass), and at B=8 per window in `windows` (ms and host ms
+    per pass, host waits per generated token). Configurations take turns run by run.
+    """
+    from ..runtime.channel import default_window
     ids = model.tokenizer.encode(DECODE_PROMPT).ids
-    per_pass = {B: [] for B in batches}
+    default = default_window(model.gpu.dev)
+    configs = list(dict.fromkeys([(B, default) for B in batches] + [(8, W) for W in windows]))
+    wall = {c: [] for c in configs}
+    host = {c: [] for c in configs}
+    waits = {}
     for r in range(runs + 1):
-        for B in batches:  # interleaved run by run
-            batch = Batch(model, RowSampling(model.config.vocab_size), max_batch=B)
-            seqs = [batch.add(ids, RowParams(temperature=0.0), tokens + 4) for _ in range(B)]
-            while any(not s.ready for s in seqs):
-                run_sync(batch.step())
-            run_sync(batch.step())  # builds and compiles the decode pass
-            n0, t0 = batch.stats.decode_passes, time.perf_counter()
-            for _ in range(tokens):
-                run_sync(batch.step())
+        for B, W in configs:
+            t1, h1, _ = _decode_run(model, ids, B, tokens, W)
+            t2, h2, st = _decode_run(model, ids, B, 2 * tokens, W)
             if r:
-                per_pass[B].append((time.perf_counter() - t0) / (batch.stats.decode_passes - n0) * 1e3)
-    return pass_table(per_pass)
+                wall[B, W].append((t2 - t1) / tokens * 1e3)
+                host[B, W].append((h2 - h1) / tokens * 1e3)
+                waits[B, W] = st.host_waits / st.decode_passes
+    out = pass_table({B: wall[B, default] for B in batches})
+    for B in batches:
+        out[B].update(host_ms_per_pass=statistics.median(host[B, default]), host_ms_runs=host[B, default],
+                      window=default)
+    out["windows"] = {W: {"ms_per_pass": statistics.median(wall[8, W]), "host_ms_per_pass": statistics.median(host[8, W]),
+                          "host_waits_per_token": waits[8, W]} for W in windows}
+    return out
+
+
+E2E_PROMPTS = ["Once upon a time", "The old lighthouse keeper", "In a small village by the sea",
+               "The first thing I noticed", "Long ago, in a kingdom far away", "The robot opened its eyes",
+               "It was a cold winter morning", "My grandmother always said"]
+
+
+def end_to_end(model, tokens: int = 128, runs: int = 3) -> dict:
+    """What a user sees: generate_batch of 8 prompts (admission prefill included) against one generate, same run."""
+    pairs, batch_tps, one_tps = [], [], []
+    for r in range(runs + 1):
+        t0 = time.perf_counter()
+        gens = model.generate_batch(E2E_PROMPTS, max_tokens=tokens)
+        tb = sum(len(g.tokens) for g in gens) / (time.perf_counter() - t0)
+        g = model.generate(E2E_PROMPTS[0], max_tokens=tokens)
+        t0 = time.perf_counter()
+        g.run()
+        t1 = len(g.tokens) / (time.perf_counter() - t0)
+        if r:
+            batch_tps.append(tb)
+            one_tps.append(t1)
+            pairs.append(tb / t1)
+    return {"prompts": len(E2E_PROMPTS), "tokens": tokens, "batch_tokens_per_s": statistics.median(batch_tps),
+            "one_tokens_per_s": statistics.median(one_tps), "ratio": statistics.median(pairs), "ratio_runs": pairs}
 
 
 def pass_table(per_pass: dict) -> dict:
@@ -69,7 +116,7 @@ def pass_table(per_pass: dict) -> dict:
     Run r of every batch size was timed back to back, so a slow spell of the machine lands on
     both sides of a pair: the ratios are medians of run-by-run ratios, not ratios of medians.
     """
-    first = next(iter(per_pass))
+    first = next(iter(per_pass))  # keys are batch sizes
     out = {}
     for B, xs in per_pass.items():
         ms = statistics.median(xs)
@@ -101,10 +148,24 @@ def rows(r: dict) -> list:
         lines.append(f"prefill {n} tokens: piegpu {p['piegpu_tokens_per_s']:.0f} tokens/s, numpy reference "
                      f"{p['numpy_tokens_per_s']:.0f} tokens/s -> {p['ratio']:.2f}x numpy (same run, interleaved)")
     for B, d in r["batched_decode"].items():
+        if B == "windows":
+            continue
         pairs = d["per_sequence_ms_vs_b1_runs"]
-        lines.append(f"batched greedy decode B={B}: {d['ms_per_pass']:.1f} ms/pass, {d['tokens_per_s']:.1f} tokens/s "
-                     f"aggregate ({d['aggregate_vs_b1']:.2f}x B=1; per-sequence ms/token "
+        host = f", host {d['host_ms_per_pass']:.2f} ms CPU/pass" if "host_ms_per_pass" in d else ""
+        lines.append(f"batched greedy decode B={B}: {d['ms_per_pass']:.1f} ms/pass{host}, {d['tokens_per_s']:.1f} "
+                     f"tokens/s aggregate ({d['aggregate_vs_b1']:.2f}x B=1; per-sequence ms/token "
                      f"{d['per_sequence_ms_vs_b1']:.2f}x B=1, runs {min(pairs):.2f}-{max(pairs):.2f}x)")
+    windows = r["batched_decode"].get("windows", {})
+    if windows:
+        lines.append("batched run-ahead B=8, steady state: " + "; ".join(
+            f"window {W}: {w['ms_per_pass']:.1f} ms/pass, host {w['host_ms_per_pass']:.2f} ms CPU/pass, "
+            f"{w['host_waits_per_token']:.2f} host waits/token" for W, w in windows.items()))
+    e = r.get("end_to_end")
+    if e:
+        lines.append(f"end to end: generate_batch of {e['prompts']} prompts x {e['tokens']} tokens (prefill in) "
+                     f"{e['batch_tokens_per_s']:.1f} tokens/s = {e['ratio']:.2f}x one generate "
+                     f"({e['one_tokens_per_s']:.1f} tokens/s), same run (pairs {min(e['ratio_runs']):.2f}-"
+                     f"{max(e['ratio_runs']):.2f}x)")
     t = r["ttft"]
     lines.append(f"chat prompt {CHAT_PROMPT!r} ({t['prompt_tokens']} tokens), warm caches: prefill "
                  f"{t['prefill_s'] * 1e3:.0f} ms, first token after {t['first_token_s'] * 1e3:.0f} ms")
@@ -115,4 +176,5 @@ def run(model, ref_model, runs: int = 3) -> dict:
     """Every measurement of this module."""
     return {"prefill_vs_numpy": prefill_vs_numpy(model, ref_model, runs=runs),
             "batched_decode": batched_decode(model, runs=runs),
+            "end_to_end": end_to_end(model, runs=runs),
             "ttft": time_to_first_token(model, runs=runs)}

@@ -41,8 +41,9 @@ def mix(cond, uncond, scale: float):
 
 
 async def agenerate_cfg(model, prompt: str, negative: str = "", scale: float = 1.5, max_tokens: int = 64,
-                        temperature: float = 0.0, seed: int = 0, chat: bool = False) -> GuidedText:
-    """Async generate_cfg()."""
+                        temperature: float = 0.0, seed: int = 0, chat: bool = False,
+                        window: int | None = None) -> GuidedText:
+    """Async generate_cfg() (`window`: passes in flight ahead of the host; None: the adapter's best)."""
     if not isinstance(prompt, str) or not isinstance(negative, str):
         raise ValidationError("generate_cfg: prompt and negative must be str")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -94,14 +95,14 @@ async def agenerate_cfg(model, prompt: str, negative: str = "", scale: float = 1
             return False
         out.append(t)
         return len(out) < max_tokens
-    await model.default_pipeline.run_ahead(fwd, max_tokens, on_token)
+    await model.default_pipeline.run_ahead(fwd, max_tokens, on_token, window=window)
     return GuidedText(tok.decode(out), out, reason[0])
 
 
 def generate_cfg(model, prompt: str, negative: str = "", scale: float = 1.5, max_tokens: int = 64,
-                 temperature: float = 0.0, seed: int = 0, chat: bool = False) -> GuidedText:
+                 temperature: float = 0.0, seed: int = 0, chat: bool = False, window: int | None = None) -> GuidedText:
     """Generate `prompt` guided away from `negative` (default: no context) with guidance `scale` (1 = plain)."""
-    return run_sync(agenerate_cfg(model, prompt, negative, scale, max_tokens, temperature, seed, chat))
+    return run_sync(agenerate_cfg(model, prompt, negative, scale, max_tokens, temperature, seed, chat, window))
 
 
 __all__ = ["generate_cfg", "agenerate_cfg", "mix", "GuidedText"]

@@ -8,7 +8,8 @@ A matvec is matvec_decode.wgsl (one token: x read through a uniform binding with
 RMSNorm folded in) or matmul.wgsl (token groups in register tiles; the RMSNorm folded in on
 the subgroup path, its weights at binding 14, else x already normalized), each composed
 with a weight FORMAT snippet (shaders/formats/: the weights at binding 0, lavapipe's texture
-formats also 15) and an EPILOGUE snippet (shaders/epilogues/) whose buffers sit at bindings 3 and up.
+formats also 15) and an EPILOGUE snippet (shaders/epilogues/) whose buffers sit at bindings 3 and up;
+its epilogue(t, r, a, b) takes rows r and r + 1 of token t (R is even).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix, weight_bindings
-from .shader_code import four_rows, lane_code, lane_heads, matmul_params, matvec_dots, matvec_x, seq_code
+from .shader_code import four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x, seq_code
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
@@ -275,7 +276,7 @@ class Kernels:
                 if decode:
                     name = "matvec_decode"
                     params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps),
-                                  ROW_DOTS=matvec_dots(R, four_rows(fmt, R, nrows)), **matvec_x(gpu.dev.subgroup_lanes))
+                                  **matvec_rows(R, four_rows(fmt, R, nrows)), **matvec_x(gpu.dev.subgroup_lanes))
                     bufs[2] = (norm if norm is not None else gpu.zeros(m.cols), 0, row_bytes)  # unused without NORM
                 else:
                     name = "matmul"

@@ -469,5 +469,5 @@ def default_window(dev) -> int:
 
 
 def channel_capacity() -> int:
-    """The capacity that lets run_ahead keep its full window of passes in flight."""
-    return WINDOW + 1
+    """The capacity that lets run_ahead keep its full window of passes in flight (any window up to MAX_WINDOW)."""
+    return MAX_WINDOW + 1

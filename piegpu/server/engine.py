@@ -135,7 +135,9 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.batch = Batch(model, RowSampling(self.vocab), max_batch=max_batch, prefill_chunk=prefill_chunk,
                            window=window)
-        self.batch.interrupt = lambda: self._poked  # a request arrived or left: end the run at the next read
+        # a request arrived or left, or the server is stopping (the grace time is checked between runs):
+        # the run ends at its next read
+        self.batch.interrupt = lambda: self._poked or self._stopping
         self._poked = False
         c = model.config
         kv_bytes = c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * 4  # f32 K and V per position

@@ -23,7 +23,7 @@ import pytest
 
 from piegpu.errors import CompileError
 from piegpu.model import shaders
-from piegpu.model.shader_code import matvec_dots, tile_code
+from piegpu.model.shader_code import matvec_rows, tile_code
 from piegpu.model.shaders import compose
 from piegpu.runtime import pipeline
 
@@ -101,7 +101,7 @@ def for_format(params: dict, snippet: str) -> dict:
         return params
     out = dict(params)
     if "ROW_DOTS" in params:
-        out["ROW_DOTS"] = matvec_dots(params["R"], False)
+        out.update(matvec_rows(params["R"], False))
     if "TILE" in params:
         out["TILE"] = tile_code(params["R"], params["TB"], 8 if params.get("LANE") else 0, False,
                                 "norm_w" in params.get("X_BINDING", ""))

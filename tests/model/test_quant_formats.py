@@ -18,7 +18,7 @@ import pytest
 from piegpu.kernel import channel_layout
 from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, GpuMatrix, dequantize, pack_ggml, upload,
                                       weight_bindings)
-from piegpu.model.shader_code import four_rows, matmul_params, matvec_dots, matvec_x
+from piegpu.model.shader_code import four_rows, matmul_params, matvec_rows, matvec_x
 from piegpu.model.shaders import ShaderLibrary
 
 # f16 fields of each block type: byte offsets of the scales and mins (the rest is random bits)
@@ -108,7 +108,7 @@ def device_matvec(gpu, m: GpuMatrix, x: np.ndarray, R: int = 4, lanes: int = 0, 
     for buf, row0, nrows, fmt in m.chunks:
         params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16, "K4": m.cols // 4,
                   "NORM": norm is not None, "EPS": 1e-5, "OUT_STRIDE": m.rows,
-                  "ROW_DOTS": matvec_dots(R, four_rows(fmt, R, nrows)), **matvec_x(lanes)}
+                  **matvec_rows(R, four_rows(fmt, R, nrows)), **matvec_x(lanes)}
         k = lib.kernel("matvec_decode", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
         _run(dev, k, {**weight_bindings(buf), 1: xb, 2: nw, 3: out}, ceil(nrows / R / 16))
     return _read(dev, out, m.rows)

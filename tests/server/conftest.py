@@ -72,7 +72,12 @@ class ServerProcess:
 
 @pytest.fixture(scope="session")
 def server(default_model):
-    """One server for the module tests that do not need special flags (default_model: the model is installed)."""
-    s = ServerProcess()
+    """One server for the module tests that do not need special flags (default_model: the model is installed).
+
+    It runs at --window 2 (two decode passes per host read; lavapipe's default is 1, which the
+    servers of test_server_limits.py and the in-process engines of test_engine.py use), so the
+    API tests check batched run-ahead too.
+    """
+    s = ServerProcess("--window", "2")
     yield s
     s.stop()
