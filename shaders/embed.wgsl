@@ -27,6 +27,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   // Host puts are range-checked; a device-side producer is clamped, never read out of bounds.
   let token = min(chan[CH_HEADER + cell * T + t], VOCAB - 1u);
   if (token < ROW0 || token >= ROW0 + ROWS) { return; }  // another chunk holds this row
-  let v = block_decode((token - ROW0) * (NB * WB) + b * WB);
-  for (var j = 0u; j < 8u; j++) { h[(t * NB + b) * 8u + j] = v[j] * SCALE; }
+  // A vec4 at a time (block_decode(wb, j)), not the block as one array<vec4<f32>, 8>: naga gives every
+  // array type an ArrayStride, which Vulkan forbids on a function variable (VUID-StandaloneSpirv-None-10684).
+  let wb = (token - ROW0) * (NB * WB) + b * WB;
+  for (var j = 0u; j < 8u; j++) { h[(t * NB + b) * 8u + j] = block_decode(wb, j) * SCALE; }
 }

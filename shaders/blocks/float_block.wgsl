@@ -8,12 +8,8 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return s.x + s.y + s.z + s.w;
 }
 
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 8u; j++) {
-    out[j] = wv(wb, j);
-  }
-  return out;
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
+  return wv(wb, j);
 }
 
 fn block_q(wb: u32, j: u32) -> vec4<f32> {

@@ -11,27 +11,23 @@ const QR: u32 = {{QR}}u;
 const KR: u32 = {{KR}}u;
 const HD: u32 = {{HD}}u;
 
-fn epilogue(t: u32, r0: u32, acc: array<f32, R>) {
+fn epilogue(t: u32, r: u32, a0: f32, b0: f32) {
   let pos = min(state[0] + t, state[1] - 1u);  // state[1]: the working set's positions
-  for (var rr = 0u; rr < R; rr += 2u) {
-    let r = r0 + rr;
-    var a = acc[rr];
-    var b = acc[rr + 1u];
-    if (r < QR + KR) {
-      let cs = rope[pos * (HD / 2u) + (r % HD) / 2u];
-      let a2 = a * cs.x - b * cs.y;
-      b = b * cs.x + a * cs.y;
-      a = a2;
-    }
-    if (r < QR) {
-      q[t * QR + r] = a;
-      q[t * QR + r + 1u] = b;
-    } else if (r < QR + KR) {
-      kc[pos * KR + r - QR] = a;
-      kc[pos * KR + r - QR + 1u] = b;
-    } else {
-      vc[pos * KR + r - QR - KR] = a;
-      vc[pos * KR + r - QR - KR + 1u] = b;
-    }
+  var a = a0;
+  var b = b0;
+  if (r < QR + KR) {
+    let cs = rope[pos * (HD / 2u) + (r % HD) / 2u];
+    a = a0 * cs.x - b0 * cs.y;
+    b = b0 * cs.x + a0 * cs.y;
+  }
+  if (r < QR) {
+    q[t * QR + r] = a;
+    q[t * QR + r + 1u] = b;
+  } else if (r < QR + KR) {
+    kc[pos * KR + r - QR] = a;
+    kc[pos * KR + r - QR + 1u] = b;
+  } else {
+    vc[pos * KR + r - QR - KR] = a;
+    vc[pos * KR + r - QR - KR + 1u] = b;
   }
 }

@@ -2,9 +2,6 @@
 @group(0) @binding(3) var<storage, read_write> act: array<f32>;
 const OUT_STRIDE: u32 = {{OUT_STRIDE}}u;
 
-fn epilogue(t: u32, r0: u32, acc: array<f32, R>) {
-  for (var rr = 0u; rr < R; rr += 2u) {
-    let g = acc[rr];
-    act[t * OUT_STRIDE + (r0 + rr) / 2u] = g / (1.0 + exp(-g)) * acc[rr + 1u];
-  }
+fn epilogue(t: u32, r: u32, g: f32, u: f32) {
+  act[t * OUT_STRIDE + r / 2u] = g / (1.0 + exp(-g)) * u;
 }

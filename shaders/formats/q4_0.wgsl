@@ -20,16 +20,9 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return f16_at(o) * (nib_dot(vec4<u32>(v0, v1, v2, v3), x0, x1, x2, x3, x4, x5, x6, x7) - 8.0 * xsum);
 }
 
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   let o = wb * BB;
-  let d = f16_at(o);
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 4u; j++) {
-    let v = u32_at_k(o + 2u, j);
-    out[j] = d * (nib4(v, 0u) - 8.0);
-    out[j + 4u] = d * (nib4(v, 4u) - 8.0);
-  }
-  return out;
+  return f16_at(o) * (nib4(u32_at_k(o + 2u, j % 4u), (j / 4u) * 4u) - 8.0);
 }
 
 // The token-tile matmul (matmul.wgsl): raw nibbles of vec4 j, and (d, m) = (d, -8 d).

@@ -20,16 +20,10 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return dm.x * nib_dot(vec4<u32>(v0, v1, v2, v3), x0, x1, x2, x3, x4, x5, x6, x7) + dm.y * xsum;
 }
 
-// The 32 weights of one block as f32 (embedding rows), as gguf computes them: d * q + m.
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
+// Weights 4j .. 4j + 3 of one block as f32 (embedding rows), as gguf computes them: d * q + m.
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   let dm = unpack2x16float(w[wb]);
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 4u; j++) {
-    let v = w[wb + 1u + j];
-    out[j] = dm.x * nib4(v, 0u) + dm.y;
-    out[j + 4u] = dm.x * nib4(v, 4u) + dm.y;
-  }
-  return out;
+  return dm.x * nib4(w[wb + 1u + j % 4u], (j / 4u) * 4u) + dm.y;
 }
 
 // The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block (decoded once per

@@ -23,16 +23,10 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return block_dot_dm(wb, dm_of(scale_word(wb)), x0, x1, x2, x3, x4, x5, x6, x7, xsum);
 }
 
-// The 32 weights of one block as f32 (embedding rows), as gguf computes them: d * q + m.
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
+// Weights 4j .. 4j + 3 of one block as f32 (embedding rows), as gguf computes them: d * q + m.
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   let dm = block_dm(wb);
-  let v = q_texel(wb);
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 4u; j++) {
-    out[j] = dm.x * nib4(v[j], 0u) + dm.y;
-    out[j + 4u] = dm.x * nib4(v[j], 4u) + dm.y;
-  }
-  return out;
+  return dm.x * nib4(q_texel(wb)[j % 4u], (j / 4u) * 4u) + dm.y;
 }
 
 // The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block and (d, m).

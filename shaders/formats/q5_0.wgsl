@@ -25,15 +25,9 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return f16_at(o) * ((s.x + s.y + s.z + s.w) - 16.0 * xsum);
 }
 
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   let o = wb * BB;
-  let d = f16_at(o);
-  let qh = u32_at(o + 2u);
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 8u; j++) {
-    out[j] = d * (q5(o, qh, j) - 16.0);
-  }
-  return out;
+  return f16_at(o) * (q5(o, u32_at(o + 2u), j) - 16.0);
 }
 
 fn block_q(wb: u32, j: u32) -> vec4<f32> {

@@ -22,14 +22,9 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
 }
 
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   let dm = unpack2x16float(w[wb]);
-  let qh = w[wb + 1u];
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 8u; j++) {
-    out[j] = dm.x * q5(wb, qh, j) + dm.y;
-  }
-  return out;
+  return dm.x * q5(wb, w[wb + 1u], j) + dm.y;
 }
 
 fn block_q(wb: u32, j: u32) -> vec4<f32> {

@@ -42,14 +42,8 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return dsc(wb, 0u) * (lo.x + lo.y + lo.z + lo.w) + dsc(wb, 4u) * (hi.x + hi.y + hi.z + hi.w);
 }
 
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
-  let d0 = dsc(wb, 0u);
-  let d1 = dsc(wb, 4u);
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 8u; j++) {
-    out[j] = select(d0, d1, j >= 4u) * qv(wb, j);
-  }
-  return out;
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
+  return dsc(wb, j) * qv(wb, j);
 }
 
 // The token-tile matmul (matmul.wgsl): two scales per 32-weight block do not factor out,

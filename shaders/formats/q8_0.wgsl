@@ -52,14 +52,9 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return d * ((s.x + s.y + s.z + s.w) - 128.0 * xsum);
 }
 
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   let o = wb * BB;
-  let d = f16_at(o);
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 8u; j++) {
-    out[j] = d * sb4(u32_at_k(o + 2u, j));
-  }
-  return out;
+  return f16_at(o) * sb4(u32_at_k(o + 2u, j));
 }
 
 // The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block as unsigned bytes

@@ -27,13 +27,8 @@ fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>
   return block_dot_dm(wb, dm_of(scale_word(wb)), x0, x1, x2, x3, x4, x5, x6, x7, xsum);
 }
 
-fn block_decode(wb: u32) -> array<vec4<f32>, 8> {
-  let d = bitcast<f32>(scale_word(wb));
-  var out = array<vec4<f32>, 8>();
-  for (var j = 0u; j < 8u; j++) {
-    out[j] = d * (ub4(q_texel(wb + j / 4u)[j % 4u] ^ 0x80808080u) - 128.0);
-  }
-  return out;
+fn block_decode(wb: u32, j: u32) -> vec4<f32> {
+  return bitcast<f32>(scale_word(wb)) * (ub4(q_texel(wb + j / 4u)[j % 4u] ^ 0x80808080u) - 128.0);
 }
 
 // The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block as unsigned bytes
