@@ -19,7 +19,7 @@ class Cell:
     staging: object = None  # mappable buffer for staged cells
     pass_id: int = -1
     mapping: object = None  # the map request of an interrupted read, still in flight
-    requested: bool = False  # `mapping` was requested ahead by take_many (awaitable in this loop)
+    done: bool = False  # its pass is known to have finished (take_many): it is mapped without waiting
 
 
 def coerce(values, shape: tuple, dt: DType, label: str) -> np.ndarray:

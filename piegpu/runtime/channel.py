@@ -167,19 +167,28 @@ class Channel:
         return self._host_take(consume=False)
 
     async def take_many(self, n: int) -> list:
-        """Host: take the n oldest cells as a list of numpy arrays; their readbacks are requested together."""
+        """Host: take the n oldest cells as a list of numpy arrays, with one wait for all of them.
+
+        It waits for the newest of their passes only: passes finish in submission order, so the
+        older cells are then mapped without waiting.
+        """
         if self._poison is not None:
             raise self.poisoned_error() from self._poison
-        for i in range(min(n, self.count)):
-            c = self._cells.get(self._head + i)
-            if c is not None and c.kind == "staged" and c.mapping is None and c.staging is not None:
-                c.mapping, c.requested = c.staging.map_async("READ_NOSYNC"), True
-        try:
-            return [await self._host_take(consume=True) for _ in range(n)]
-        except BaseException:  # the rest stay queued; a later read waits for their requests synchronously
-            for c in self._cells.values():
-                c.requested = False
-            raise
+        cells = [self._cells.get(self._head + i) for i in range(min(n, self.count))]
+        staged = [c for c in cells if c is not None and c.kind == "staged" and c.staging is not None
+                  and c.mapping is None and not c.done]
+        if len(staged) > 1:
+            last = staged[-1]
+            last.mapping = last.staging.map_async("READ_NOSYNC")
+            try:
+                await last.mapping  # a cancellation leaves the request on the cell (a later read waits for it)
+            except Exception:  # noqa: BLE001 -- the reads below report it (and poison the channel)
+                staged = []
+            else:
+                last.mapping = None
+            for c in staged:
+                c.done = True
+        return [await self._host_take(consume=True) for _ in range(n)]
 
     async def take_scalar(self):
         """Host: take one cell holding a single value and return it as a Python scalar."""
@@ -277,9 +286,11 @@ class Channel:
     async def _read_staged(self, cell: Cell) -> np.ndarray:
         buf = cell.staging
         try:
-            if cell.mapping is None or cell.requested:
-                cell.requested = False  # if this await is cancelled, a later read waits synchronously
-                cell.mapping = cell.mapping or buf.map_async("READ_NOSYNC")
+            if cell.done:  # its pass has finished (take_many waited for a later one)
+                if str(buf.map_state) != "mapped":
+                    buf.map_sync("READ_NOSYNC")
+            elif cell.mapping is None:
+                cell.mapping = buf.map_async("READ_NOSYNC")
                 await cell.mapping  # a cancellation here leaves the request in flight, kept on the cell
             else:
                 # An earlier read was interrupted; its request may belong to a closed event loop,
