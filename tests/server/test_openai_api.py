@@ -34,6 +34,18 @@ def test_models_and_health(server):
     assert health(server)["status"] == "ok"
 
 
+def test_health_counts_host_waits_at_window_2(server):
+    """The shared server runs at --window 2: after a request, one host read per two decode passes at most."""
+    c = server.client()
+    e0 = health(server)["engine"]
+    r = c.completions.create(model=MODEL_ID, prompt="Count: 1, 2, 3,", max_tokens=16, temperature=0)
+    e = health(server)["engine"]
+    assert e["window"] == 2
+    passes, waits = e["decode_passes"] - e0["decode_passes"], e["host_waits"] - e0["host_waits"]
+    assert r.usage.completion_tokens <= passes <= r.usage.completion_tokens + 2  # + a stop token, + one run ahead
+    assert 0 < waits <= passes // 2 + 1
+
+
 def test_chat_greedy_equals_generate(server, default_model):
     c = server.client()
     r = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": QUESTIONS[0]}],
