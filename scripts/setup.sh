@@ -10,7 +10,8 @@ dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
 command -v clang-14 >/dev/null 2>&1 || need_apt+=(clang-14)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)  # the JS SDK's tests (sdk/js)
 # tests/browser: Chromium's WebGPU (Dawn/Tint on SwiftShader), driven by Playwright from .[test];
-# Playwright launches this binary and never downloads a browser.
+# Playwright launches this binary and never downloads a browser. The package also ships the Khronos
+# validation layer and SwiftShader's Vulkan ICD (/usr/lib/chromium), which tests/runtime/test_vulkan_validation.py uses.
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # The Rust SDK's tests (sdk/rust): a cargo that runs. `command -v cargo` is not enough: rustup's proxy is found on
 # PATH but cannot run without a default toolchain for this user (e.g. a fresh home directory). Debian's cargo
