@@ -54,9 +54,10 @@ NAGA_WORKGROUP_STRIDE = re.compile(
     r"(?:.*\n)*?The Vulkan spec states: .*\n")
 
 # Runs in the subprocess: load the default model, greedy and seeded top-p generate, a batch of 4
-# (window=4 where generate_batch takes it), and one /v1/completions request through the server.
+# (window 4: several passes in flight, device-fed tokens, reused bind groups), and one /v1/completions request
+# through the server at window 2.
 WORKLOAD = textwrap.dedent('''
-    import inspect, json, socket, sys, threading, time, urllib.request
+    import json, socket, sys, threading, time, urllib.request
     import piegpu
     from piegpu.runtime.device import get_device
 
@@ -66,13 +67,12 @@ WORKLOAD = textwrap.dedent('''
     print("greedy:", repr(model.generate("The capital of France is", max_tokens=8).run()), flush=True)
     print("top-p:", repr(model.generate("Once upon a time", max_tokens=8, sampler="top-p", top_p=0.9,
                                         temperature=0.8, seed=7).run()), flush=True)
-    kw = {"window": 4} if "window" in inspect.signature(model.generate_batch).parameters else {}
-    gens = model.generate_batch(["Hello", "The sky is", "1, 2, 3,", "Water boils at"], max_tokens=8, **kw)
-    print("batch:", kw, [g.tokens for g in gens], flush=True)
+    gens = model.generate_batch(["Hello", "The sky is", "1, 2, 3,", "Water boils at"], max_tokens=8, window=4)
+    print("batch:", [g.tokens for g in gens], flush=True)
 
     import uvicorn
     from piegpu.server import Engine, build_app
-    engine = Engine(model, max_batch=4)
+    engine = Engine(model, max_batch=4, window=2)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -104,7 +104,7 @@ BATCH_TOKENS = textwrap.dedent('''
     from piegpu.runtime.device import get_device
     model = piegpu.load_model(verbose=False)
     info = dict(get_device().adapter.info)
-    gens = model.generate_batch(["The capital of France is", "1, 2, 3, 4,"], max_tokens=6)
+    gens = model.generate_batch(["The capital of France is", "1, 2, 3, 4,"], max_tokens=6, window=2)
     print("RESULT " + json.dumps({"adapter": info, "tokens": [g.tokens for g in gens]}), flush=True)
 ''')
 
