@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 # Runtime names pull in wgpu: each is imported from its module only when it is first used.
 _LAZY = {
-    "Channel": "piegpu.runtime.channel", "channel_capacity": "piegpu.runtime.channel",
+    "Channel": "piegpu.runtime.channel", "channel_capacity": "piegpu.runtime.window",
     "ForwardPass": "piegpu.runtime.forward", "StateGeometry": "piegpu.runtime.forward",
     "Pipeline": "piegpu.runtime.pipeline",
     "Model": "piegpu.textgen.model", "load_model": "piegpu.textgen.model",

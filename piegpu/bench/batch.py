@@ -62,7 +62,7 @@ def batched_decode(model, batches=(1, 8, 16), windows=(1, 2, 4), tokens: int = 1
     to B=1, plus host CPU ms per pass), and at B=8 per window in `windows` (ms and host ms
     per pass, host waits per generated token). Configurations take turns run by run.
     """
-    from ..runtime.channel import default_window
+    from ..runtime.window import default_window
     ids = model.tokenizer.encode(DECODE_PROMPT).ids
     default = default_window(model.gpu.dev)
     configs = list(dict.fromkeys([(B, default) for B in batches] + [(8, W) for W in windows]))

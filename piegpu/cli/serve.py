@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
     s.add_argument("--port", type=int_at_least(0, 65536), default=8000)
     s.add_argument("--max-batch", type=int_at_least(1), default=16, help="sequences decoded per pass (16)")
-    s.add_argument("--window", type=int_at_least(1, 9), default=None,  # 9: runtime.channel.MAX_WINDOW + 1
+    s.add_argument("--window", type=int_at_least(1, 9), default=None,  # 9: runtime.window.MAX_WINDOW + 1
                    help="decode passes run ahead per host read (default: the adapter's best; 1 on lavapipe)")
     s.add_argument("--max-queue", type=int_at_least(1), default=64,
                    help="requests queued or running before HTTP 429 (64)")

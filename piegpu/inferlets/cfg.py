@@ -19,7 +19,8 @@ from .. import eta
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta import intrinsics
-from ..runtime.channel import Channel, channel_capacity
+from ..runtime.channel import Channel
+from ..runtime.window import channel_capacity
 from ..runtime.forward import ForwardPass, StateGeometry
 from ..runtime.session import run_sync
 from ..samplers import rng_advance

@@ -15,7 +15,7 @@ import numpy as np
 from ..kernel import channel_layout
 from ..errors import ModelError, ValidationError
 from ..runtime.dispatch import Recorder, UniformParams, replay
-from ..runtime.pipeline import MODEL_CLOSED
+from ..runtime.device import MODEL_CLOSED
 from .forward import forward, forward_batch
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels

@@ -39,7 +39,8 @@ import numpy as np
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta import intrinsics
-from .channel import Channel, check_window, default_window
+from .channel import Channel
+from .window import check_window, default_window
 from .forward import ForwardPass, StateGeometry
 from .session import prefill_together
 

@@ -22,6 +22,44 @@ class Cell:
     done: bool = False  # its pass is known to have finished (take_many): it is mapped without waiting
 
 
+async def staged_words(cell: Cell) -> np.ndarray:
+    """The u32 words of a staged cell once its pass has finished (its buffer mapped, read and unmapped)."""
+    buf = cell.staging
+    if cell.done:  # its pass has finished (wait_newest waited for a later one)
+        if str(buf.map_state) != "mapped":
+            buf.map_sync("READ_NOSYNC")
+    elif cell.mapping is None:
+        cell.mapping = buf.map_async("READ_NOSYNC")
+        await cell.mapping  # a cancellation here leaves the request in flight, kept on the cell
+    else:
+        # An earlier read was interrupted; its request may belong to a closed event loop,
+        # so wait for it synchronously (the pass is already submitted: this ends).
+        cell.mapping.sync_wait()
+    words = np.frombuffer(buf.read_mapped(), np.uint32).copy()
+    buf.unmap()
+    return words
+
+
+async def wait_newest(cells: list) -> None:
+    """Wait once, for the newest pass among these queued cells' staged ones; mark them all done.
+
+    Passes finish in submission order, so the older cells are then mapped without waiting.
+    """
+    staged = [c for c in cells if c is not None and c.kind == "staged" and c.staging is not None
+              and c.mapping is None and not c.done]
+    if len(staged) < 2:
+        return
+    last = staged[-1]
+    last.mapping = last.staging.map_async("READ_NOSYNC")
+    try:
+        await last.mapping  # a cancellation leaves the request on the cell (a later read waits for it)
+    except Exception:  # noqa: BLE001 -- the reads report it (and poison the channel)
+        return
+    last.mapping = None
+    for c in staged:
+        c.done = True
+
+
 def coerce(values, shape: tuple, dt: DType, label: str) -> np.ndarray:
     """`values` as a numpy array of one cell, or ValidationError saying what does not fit."""
     arr = np.asarray(values)

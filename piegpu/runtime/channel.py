@@ -24,15 +24,10 @@ from ..dtypes import DType, dtype as _dtypes
 from ..errors import ChannelError, ChannelFull, ValidationError
 from ..eta import tracer
 from ..eta.ops import TType, check_shape
-from .cells import Cell, coerce, from_words, reusable, to_words
+from .cells import Cell, coerce, from_words, reusable, staged_words, to_words, wait_newest
 from .device import lost_device_error
+from .window import HISTORY
 
-HISTORY = 16  # ring cells beyond the capacity: room for passes in flight to be rewound
-WINDOW = 4  # passes in flight during run_ahead on a GPU
-# lavapipe (CPU adapters) runs one submission at a time and a second queued submission
-# slowed decoding by 15-30% in every measurement here (window 1: 44-49 ms/token, 2 or 4:
-# 53-63 ms/token), so run_ahead keeps one pass in flight there by default.
-CPU_WINDOW = 1
 
 
 class Channel:
@@ -174,20 +169,7 @@ class Channel:
         """
         if self._poison is not None:
             raise self.poisoned_error() from self._poison
-        cells = [self._cells.get(self._head + i) for i in range(min(n, self.count))]
-        staged = [c for c in cells if c is not None and c.kind == "staged" and c.staging is not None
-                  and c.mapping is None and not c.done]
-        if len(staged) > 1:
-            last = staged[-1]
-            last.mapping = last.staging.map_async("READ_NOSYNC")
-            try:
-                await last.mapping  # a cancellation leaves the request on the cell (a later read waits for it)
-            except Exception:  # noqa: BLE001 -- the reads below report it (and poison the channel)
-                staged = []
-            else:
-                last.mapping = None
-            for c in staged:
-                c.done = True
+        await wait_newest([self._cells.get(self._head + i) for i in range(min(n, self.count))])
         return [await self._host_take(consume=True) for _ in range(n)]
 
     async def take_scalar(self):
@@ -286,18 +268,7 @@ class Channel:
     async def _read_staged(self, cell: Cell) -> np.ndarray:
         buf = cell.staging
         try:
-            if cell.done:  # its pass has finished (take_many waited for a later one)
-                if str(buf.map_state) != "mapped":
-                    buf.map_sync("READ_NOSYNC")
-            elif cell.mapping is None:
-                cell.mapping = buf.map_async("READ_NOSYNC")
-                await cell.mapping  # a cancellation here leaves the request in flight, kept on the cell
-            else:
-                # An earlier read was interrupted; its request may belong to a closed event loop,
-                # so wait for it synchronously (the pass is already submitted: this ends).
-                cell.mapping.sync_wait()
-            words = np.frombuffer(buf.read_mapped(), np.uint32).copy()
-            buf.unmap()
+            words = await staged_words(cell)
         except Exception as e:  # the pass that fills it failed or the device was lost
             self.poison(e)
             cell.staging = None  # its map state is unknown: never reuse it
@@ -461,24 +432,3 @@ class Channel:
         self._head, self._tail, self._cells = head, idx, base
         if self._buffer is not None:
             self._write_header()
-
-
-MAX_WINDOW = HISTORY // 2  # a batch keeps up to 2W - 1 passes in flight; each must fit in the rewind history
-
-
-def check_window(window, where: str) -> int:
-    """`window` if it is an int in 1..MAX_WINDOW, else ValidationError naming it."""
-    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
-        raise ValidationError(f"{where}: window must be an int in 1..{MAX_WINDOW} (passes kept in flight), got "
-                              f"{window!r}. Fix: window=1 waits for every pass; window={WINDOW} runs {WINDOW} ahead")
-    return window
-
-
-def default_window(dev) -> int:
-    """The window the adapter measures best: CPU_WINDOW on CPU adapters (lavapipe), else WINDOW."""
-    return CPU_WINDOW if dev.is_cpu else WINDOW
-
-
-def channel_capacity() -> int:
-    """The capacity that lets run_ahead keep its full window of passes in flight (any window up to MAX_WINDOW)."""
-    return MAX_WINDOW + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ..errors import DeviceError
@@ -196,3 +197,24 @@ def get_device() -> Device:
         _device = Device(adapter, dev, str(info.get("device", adapter.summary)), str(info.get("backend_type", "")),
                          str(info.get("adapter_type", "")), feats, dict(dev.limits), lp_default)
         return _device
+
+
+MODEL_CLOSED = ("this model was closed (model.close()) and its device buffers were released. "
+                "Fix: load it again with piegpu.load_model(), or close it only when done with it")
+_DEVICE_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_DEVICE_LOCKS_GUARD = threading.Lock()
+
+
+def device_lock(device) -> threading.RLock:
+    """The lock that serializes host-side device work on one wgpu device (shared by every model on it).
+
+    Held only around synchronous sections -- preparing a pass, recording + submitting it
+    together with the host mirror of its channels and working sets, rewinding -- never
+    across an await, so generations in several threads (each on its own event loop)
+    interleave pass by pass and the device queue sees whole passes in a consistent order.
+    """
+    with _DEVICE_LOCKS_GUARD:
+        lock = _DEVICE_LOCKS.get(device)
+        if lock is None:
+            lock = _DEVICE_LOCKS[device] = threading.RLock()
+        return lock

@@ -12,7 +12,8 @@ from typing import Callable
 from .. import eta
 from ..dtypes import dtype
 from ..eta import intrinsics
-from .channel import Channel, channel_capacity
+from .channel import Channel
+from .window import channel_capacity
 from .forward import ForwardPass, StateGeometry
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import threading
 import weakref
 from contextlib import contextmanager
 from collections import deque
@@ -20,34 +19,15 @@ from ..errors import ChannelError, CompileError, ValidationError
 from ..eta import intrinsics as _intrinsics
 from ..eta.tracer import trace
 from .cells import reusable
-from .channel import check_window, default_window
 from .compiled import compile_program
-from .device import lost_device_error
+from .device import MODEL_CLOSED, device_lock, lost_device_error
 from .dispatch import replay
 from .forward import ForwardPass, readout_rows_of, sequences_of
 from .interrupts import deferred_interrupts
 from .records import PipelineStats, PreparedPass, SubmittedPass, UnsettledRun
+from .window import check_window, default_window
+
 _PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
-
-MODEL_CLOSED = ("this model was closed (model.close()) and its device buffers were released. "
-                "Fix: load it again with piegpu.load_model(), or close it only when done with it")
-_DEVICE_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_DEVICE_LOCKS_GUARD = threading.Lock()
-
-
-def device_lock(device) -> threading.RLock:
-    """The lock that serializes host-side device work on one wgpu device (shared by every model on it).
-
-    Held only around synchronous sections -- preparing a pass, recording + submitting it
-    together with the host mirror of its channels and working sets, rewinding -- never
-    across an await, so generations in several threads (each on its own event loop)
-    interleave pass by pass and the device queue sees whole passes in a consistent order.
-    """
-    with _DEVICE_LOCKS_GUARD:
-        lock = _DEVICE_LOCKS.get(device)
-        if lock is None:
-            lock = _DEVICE_LOCKS[device] = threading.RLock()
-        return lock
 
 
 class Pipeline:

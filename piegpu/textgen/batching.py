@@ -18,7 +18,7 @@ import time
 from ..errors import ValidationError
 from .generation import Generation
 from ..runtime.batch import Batch
-from ..runtime.channel import check_window
+from ..runtime.window import check_window
 from ..runtime.session import run_sync
 from ..samplers.rows import RowSampling
 from .tokens import admit, finish_reason

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import ValidationError
-from ..runtime.channel import check_window
+from ..runtime.window import check_window
 from ..runtime.loops import DecodeLoop, decode_loop
 from ..runtime.session import iterate_sync, run_sync
 from ..samplers import SamplerStates, SeqContext

@@ -12,7 +12,7 @@ from ..errors import ValidationError
 from ..model.config import LlamaConfig
 from ..model.loading import load_parts
 from ..model.tokenizer import chat_prompt
-from ..runtime.pipeline import MODEL_CLOSED, device_lock
+from ..runtime.device import MODEL_CLOSED, device_lock
 
 SESSION_ROUND = 256  # the shared session's working set grows in steps of this many tokens
 
@@ -22,7 +22,7 @@ class Model:
 
     Thread-safe for embedding: generate() may run in several threads at once (each on its own
     event loop; device work is serialized pass by pass by the runtime's device lock, see
-    runtime.pipeline.device_lock). close() -- or leaving `with piegpu.load_model() as model:` --
+    runtime.device.device_lock). close() -- or leaving `with piegpu.load_model() as model:` --
     releases its device buffers.
     """
 
