@@ -26,6 +26,9 @@ TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
 TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8 vs 4: 7.1 vs 9.2 ms, Q4_1 gate/up, T=64)
 WIDE_TILE_FROM = 16384  # on CPU adapters, matrices of this many rows (a vocabulary) take 16-row tiles where 16 divides them
+SMALL_TILE_ROWS = (24,)  # rows per matmul tile for few tokens (SMALL_T_UPTO, a batched decode pass), texture formats
+SMALL_T_UPTO = 16
+SMALL_MIN_WG = 5  # ... where that leaves this many 8-thread workgroups (576 rows in 3 or 4 lost: see rows_per_invocation)
 
 
 def tile_tokens(tokens: int, per: int) -> int:
@@ -268,7 +271,8 @@ class Kernels:
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
         for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
             snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}"}
-            R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"))
+            R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"),
+                                             tokens=tokens)
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
                 window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)
@@ -291,7 +295,8 @@ class Kernels:
                 k = gpu.lib.kernel(name, params, snippets)
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)
 
-    def rows_per_invocation(self, rows: int, *multiples: int, decode: bool = False, texture: bool = False) -> tuple:
+    def rows_per_invocation(self, rows: int, *multiples: int, decode: bool = False, texture: bool = False,
+                            tokens: int = 0) -> tuple:
         """(R, WG) for a matvec of `rows` rows: enough workgroups to fill the cores, R dividing the splits.
 
         The matmul (several tokens) runs 8 threads a workgroup when 16 would leave under 12
@@ -310,6 +315,15 @@ class Kernels:
         rows for a vocabulary-sized matrix (WIDE_TILE_FROM): on lavapipe the default model's Q8_0 logits
         (49152 rows) took 0.87-0.94x the 8-row time at 8 tokens (a batched decode pass), 0.92x at
         4 and 0.88x at 16, a Q4_1 matrix of that size 0.91x; the 3072-row gate/up 0.95-1.01x.
+        For 2..16 tokens (a batched decode pass; SMALL_T_UPTO) with the weights in textures on a CPU adapter,
+        the tile takes 24 rows where 24 divides them and that leaves SMALL_MIN_WG or more 8-thread workgroups
+        (gate/up: 16, QKV: 5; the vocabulary keeps its 16 rows, o and down their 8). On lavapipe, default
+        model's B=8 pass, alternating in one process, 7 rounds, medians [ranges], on an idle 2-core VM:
+        gate/up 28.2 [27.1-29.0] vs 31.6 [30.6-33.3] ms, QKV 10.7 vs 10.8, the pass 129.4 [127.6-140.9] vs
+        132.2 [130.6-189.1] ms. 24 rows for o and down too (3 workgroups, one core idle for a third)
+        lost there: down 18.4 vs 16.1 ms, o 8.1 vs 7.2 (16 rows, 4 workgroups: 18.0 and 7.8); on a
+        loaded VM (about one core) 24 rows everywhere won (pass 259 vs 275 ms at B=8, 150 vs 162 at B=4,
+        497 vs 512 at B=16) and 32 rows lost (293 ms).
         """
         def first_dividing(candidates) -> int:  # 2 where none divides (an odd row count: the last invocation clamps)
             return next((R for R in candidates if all(m % R == 0 for m in multiples + (rows,))), 2)
@@ -321,7 +335,9 @@ class Kernels:
                 return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
             wide_tile = (16,) if rows >= WIDE_TILE_FROM and self.gpu.dev.is_cpu else ()  # measured on lavapipe only
-            R = first_dividing(wide_tile + TILE_ROWS)
+            small = tuple(R for R in SMALL_TILE_ROWS if rows // (R * 8) >= SMALL_MIN_WG) \
+                if texture and self.gpu.dev.is_cpu and 1 < tokens <= SMALL_T_UPTO else ()
+            R = first_dividing(wide_tile + small + TILE_ROWS)
             return R, 16 if rows // (R * 16) >= 12 else 8
         wide = tuple(R for R in (32, 16) if self.gpu.dev.is_cpu and rows // (R * wg) >= 6)
         return first_dividing(wide + (8, 4, 2)), wg
