@@ -32,6 +32,26 @@ def random_tensors(cfg: LlamaConfig, seed: int = 0, scale: float = 0.2) -> dict:
     return t
 
 
+class AllowTokens:
+    """A constraint that allows a fixed set of tokens (a stand-in grammar with a known answer).
+
+    It has what a batch row's grammar needs: mask_into(words) and consume(token), which
+    asserts that the token drawn was allowed.
+    """
+
+    def __init__(self, allowed):
+        self.allowed, self.consumed = sorted(allowed), []
+
+    def mask_into(self, words):
+        words[:] = 0
+        for t in self.allowed:
+            words[t >> 5] |= np.uint32(1 << (t & 31))
+
+    def consume(self, token):
+        assert token in self.allowed, f"token {token} was not allowed"
+        self.consumed.append(token)
+
+
 class NullTokenizer:
     """Stands in for a tokenizer in runtime tests of random models (ids are decoded as their numbers)."""
 

@@ -9,7 +9,7 @@ from piegpu import ValidationError
 from piegpu.runtime.batch import Batch
 from piegpu.runtime.session import run_sync
 from piegpu.samplers.rows import RowParams, RowSampling, RowState
-from tests.helpers import tiny_config, tiny_model
+from tests.helpers import AllowTokens, tiny_config, tiny_model
 
 PROMPTS = ["5 17 42 7", "100 3", "250 251 9 9 9 12 40", "77", "8 8 8", "31 4 159 26 5"]
 # greedy, seeded sampling rows of every truncation, penalties, a logit bias, logprobs
@@ -114,28 +114,12 @@ def test_rows_join_mid_run_and_a_cancel_ends_a_row_at_once(tiny, window1, window
     assert late[0].logprobs == pytest.approx(alone[2][2][:6], abs=1e-4)
 
 
-class _Allow:
-    """A constraint that allows a fixed set of tokens (a stand-in grammar with a known answer)."""
-
-    def __init__(self, allowed):
-        self.allowed, self.consumed = sorted(allowed), []
-
-    def mask_into(self, words):
-        words[:] = 0
-        for t in self.allowed:
-            words[t >> 5] |= np.uint32(1 << (t & 31))
-
-    def consume(self, token):
-        assert token in self.allowed, f"token {token} was not allowed"
-        self.consumed.append(token)
-
-
 def test_a_grammar_row_beside_free_rows_runs_the_batch_at_window_1_then_runs_ahead(tiny, window1):
     """While a row needs the host between tokens the batch reads every pass; once it leaves, a window per read."""
     rows, alone, _ = window1
     vocab = tiny.config.vocab_size
     batch = Batch(tiny, RowSampling(vocab), window=4)
-    allow = _Allow({7, 40, 41, 200})
+    allow = AllowTokens({7, 40, 41, 200})
     gp = RowParams(0.0, constrained=True)
     g = batch.add(rows[0][0], gp, 4, row_state=RowState(gp, vocab, rows[0][0], allow))
     free = [batch.add(ids, p, 12, row_state=RowState(p, vocab, ids)) for ids, p, _, _ in rows[1:3]]

@@ -9,7 +9,7 @@ from piegpu import ValidationError, eta
 from piegpu.runtime.batch import Batch
 from piegpu.runtime.session import run_sync
 from piegpu.samplers.rows import RowParams, RowSampling
-from tests.helpers import tiny_config, tiny_model
+from tests.helpers import AllowTokens, tiny_config, tiny_model
 
 PROMPTS = ["5 17 42 7", "100 3", "250 251 9 9 9 12 40", "77"]
 
@@ -185,22 +185,6 @@ def test_one_epilogue_serves_rows_with_and_without_penalties(tiny):
     assert [s.tokens for s in seqs] == want
 
 
-class _Allow:
-    """A constraint that allows a fixed set of tokens (a stand-in grammar with a known answer)."""
-
-    def __init__(self, allowed):
-        self.allowed, self.consumed = sorted(allowed), []
-
-    def mask_into(self, words):
-        words[:] = 0
-        for t in self.allowed:
-            words[t >> 5] |= np.uint32(1 << (t & 31))
-
-    def consume(self, token):
-        assert token in self.allowed, f"token {token} was not allowed"
-        self.consumed.append(token)
-
-
 def test_grammar_mask_rows_draw_only_allowed_tokens_and_top_logprobs_match_numpy(tiny_pair):
     """Masked rows draw inside their masks; top logprobs equal log_softmax of the row's logits (numpy)."""
     from piegpu.samplers.rows import RowState
@@ -208,7 +192,7 @@ def test_grammar_mask_rows_draw_only_allowed_tokens_and_top_logprobs_match_numpy
     vocab = tiny.config.vocab_size
     batch = Batch(tiny, RowSampling(vocab))
     ids = [tiny.tokenizer.encode(p).ids for p in PROMPTS[:3]]
-    cons = [_Allow({7, 40, 41, 200}), None, _Allow({3, 299})]
+    cons = [AllowTokens({7, 40, 41, 200}), None, AllowTokens({3, 299})]
     params = [RowParams(0.0, constrained=True, logprobs=True, top_logprobs=5),
               RowParams(0.8, seed=2, top_logprobs=3), RowParams(1.0, seed=9, constrained=True)]
     seqs = [batch.add(i, p, 5, row_state=RowState(p, vocab, i, c)) for i, p, c in zip(ids, params, cons)]
