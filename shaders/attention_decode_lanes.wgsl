@@ -6,17 +6,20 @@
 // the positions over its threads instead, so each thread loads all of q and merges its
 // partials through workgroup memory after a barrier: on lavapipe, where a storage load is a
 // loop over the lanes and a barrier switches every invocation, that fixed cost was most of
-// a short context's attention. Per sequence: its own KV bindings (kc{i}, vc{i}, st{i}) and
-// switch case, as attention.wgsl (model/shader_code.py seq_code, with the unrolled per-lane code).
+// a short context's attention. The sequences share the layer's KV pages, each through its
+// page-table row (word seqs[i].z of `tables`); attend() is model/shader_code.py decode_lane_code.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]
 @group(0) @binding(1) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
-@group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, -, -)
-{{KV_BINDINGS}}
+@group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, row, -)
+@group(0) @binding(3) var<storage, read> kc: array<vec4<f32>>;  // [pool row][kv_heads * HD]
+@group(0) @binding(4) var<storage, read> vc: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
 
 //! include blocks/attention_consts
+//! include blocks/pages
 const HG: u32 = {{HG}}u;        // query heads per workgroup (a divisor of GROUP)
 
-{{ATTEND_FNS}}
+{{ATTEND}}
 
 @compute @workgroup_size(8)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {
@@ -26,8 +29,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_invocation_id) 
   if (t >= seqs[s].x) { return; }  // this sequence has fewer tokens than the longest (the whole workgroup)
   let qo = (seqs[s].y + t) * QR4 + head * HD4;  // this query's vec4s in q and o
   let kvb = (head / GROUP) * HD4;
-  switch s {
-{{ATTEND_CASES}}
-    default: {}
-  }
+  attend(qo, kvb, t, lane, seqs[s].z);
 }

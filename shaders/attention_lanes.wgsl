@@ -11,10 +11,11 @@
 //! include blocks/tokens_attention_io
 
 //! include blocks/attention_consts
+//! include blocks/pages
 
 // Positions [first, n) that the query of token t (of this sequence) attends to.
 fn span(t: u32) -> vec2<u32> {
-  let n = min(state[0] + t + 1u, state[1]);  // state[1]: the working set's positions
+  let n = min(tables[0] + t + 1u, tables[1]);  // tables[1]: the working set's positions
   return vec2<u32>(select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW), n);
 }
 

@@ -7,6 +7,7 @@
 //! include blocks/tokens_attention_io
 
 //! include blocks/attention_consts
+//! include blocks/pages
 const HEADS: u32 = {{HEADS}}u;
 
 {{ATTEND}}
@@ -18,11 +19,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (t >= seq.x) { return; }
   let tok = seq.y + t;
   let kv = head / GROUP;
-  let n = min(state[0] + t + 1u, state[1]);  // state[1]: the working set's positions
+  let n = min(tables[0] + t + 1u, tables[1]);  // tables[1]: the working set's positions
   var qv = array<vec4<f32>, HD4>();
   for (var i = 0u; i < HD4; i++) { qv[i] = q[tok * QR4 + head * HD4 + i] * SCALE; }
   var acc = array<vec4<f32>, HD4>();
-  let ml = attend(&qv, &acc, kv * HD4, 0u, n, 1u);
+  let ml = attend(&qv, &acc, kv * HD4, 0u, n, 1u, 0u);
   let m = ml.x;
   let l = ml.y;
   for (var i = 0u; i < HD4; i++) { o[tok * QR4 + head * HD4 + i] = acc[i] / l; }

@@ -64,7 +64,8 @@ class NullTokenizer:
         return "".join(f"<{i}>" for i in ids)
 
 
-def tiny_model(cfg: LlamaConfig | None = None, seed: int = 0, fmt: str = "f32", max_binding: int | None = None):
+def tiny_model(cfg: LlamaConfig | None = None, seed: int = 0, fmt: str = "f32", max_binding: int | None = None,
+               kv_mb: float | None = None):
     """(piegpu Model on the GPU, its numpy ReferenceModel) for a random tiny model."""
     from piegpu.model.gpu_model import GpuModel
     from piegpu.model.weights import weights_from_tensors
@@ -74,5 +75,5 @@ def tiny_model(cfg: LlamaConfig | None = None, seed: int = 0, fmt: str = "f32", 
     t = random_tensors(cfg, seed)
     if fmt == "f16":  # the reference sees exactly the f16-rounded weights the GPU uses
         t = {k: (v.astype(np.float16).astype(np.float32) if v.ndim == 2 else v) for k, v in t.items()}
-    gpu = GpuModel(weights_from_tensors(cfg, t, fmt), max_binding=max_binding)
+    gpu = GpuModel(weights_from_tensors(cfg, t, fmt), max_binding=max_binding, kv_mb=kv_mb)
     return Model(cfg, NullTokenizer(), gpu, "tiny", None), ReferenceModel(cfg, t)

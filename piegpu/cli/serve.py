@@ -27,10 +27,19 @@ def _megabytes(text: str) -> float:
     return v
 
 
+def _positive_megabytes(text: str) -> float:
+    """An argparse type: a size in MiB > 0."""
+    import argparse
+    v = _megabytes(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError("must be > 0 MiB, got 0")
+    return v
+
+
 def _cmd_serve(args) -> int:
     from ..textgen.model import load_model
     from ..server import serve
-    model = load_model(args.model, verbose=True)
+    model = load_model(args.model, verbose=True, kv_mb=args.kv_mb)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
                  cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body, log_level="info" if args.verbose else "warning")
@@ -50,8 +59,11 @@ def add_parser(sub) -> None:
     s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/")
     s.add_argument("--ctx", type=int_at_least(16), default=None,
                    help="context per request: prompt + max_tokens (default: the model's)")
+    s.add_argument("--kv-mb", type=_positive_megabytes, default=None, metavar="MB",
+                   help="the KV page pool every sequence draws from, in MiB (default: two whole contexts, at most "
+                        "1 GiB, an eighth of RAM on CPU adapters); requests wait while it is full")
     s.add_argument("--cache-mb", type=_megabytes, default=512.0, metavar="MB",
-                   help="KV memory kept for prefix reuse, in MiB of working sets (512; 0 = off)")
+                   help="most KV pages kept for prefix reuse, in MiB of the pool (512; 0 = off)")
     s.add_argument("--grace", type=float, default=5.0, help="seconds streams get to finish on shutdown (5)")
     s.add_argument("--max-body", type=int_at_least(1024), default=4 << 20, metavar="BYTES",
                    help="largest request body accepted; larger ones get HTTP 413 (4 MiB)")

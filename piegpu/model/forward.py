@@ -69,10 +69,8 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
             k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
             k.rope_kv_seqs(s.qkv, s.q, rope, [(ws, 0, k.T)], i)
         else:
-            k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, keys=ws.keys[i], values=ws.values[i], state=ws.state, rope=rope,
-                          key=(i, "qkv"), binds=ws.binds)
-        k.attention(s.q, ws.keys[i], ws.values[i], ws.state, out=s.o, key=(i, "attention"), binds=ws.binds,
-                    window=k.config.window(i))
+            k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, ws=ws, layer=i, rope=rope, key=(i, "qkv"), binds=ws.binds)
+        k.attention(s.q, ws, i, out=s.o, key=(i, "attention"), binds=ws.binds, window=k.config.window(i))
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
         x, norm = normed(k, s, layer.post_norm, (i, "n2"))
@@ -87,12 +85,10 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
     Token-parallel steps (embedding, norms, every matvec) run once over all T tokens of
     the pass, so each weight block is read once per token tile whatever the sequence; the
     steps that touch a sequence's KV state (RoPE + KV write, attention) bind several
-    sequences' working sets per dispatch, each over its own KV cache and length. `readout` = [(first token row,
+    sequences per dispatch, each through its own page table and length. `readout` = [(first token row,
     rows)] per sequence: their logits land in s.logits, sequence by sequence.
     """
     positions = max(ws.max_tokens for ws, _, _ in seqs)
-    G = k.seqs_per_dispatch()
-    groups = [seqs[j: j + G] for j in range(0, len(seqs), G)]
     k.embed(w.embed, tokens, out=s.h, binds={})  # the plan keeps it (the plan lives with its ForwardPass)
     for i, layer in enumerate(w.layers):
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
@@ -101,8 +97,7 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
         k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
         if w.qk_prep:
             k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
-        for group in groups:  # several sequences' KV caches bound in one dispatch each
-            k.rope_attention_seqs(s.qkv, s.q, rope, s.o, group, i)
+        k.rope_attention_seqs(s.qkv, s.q, rope, s.o, seqs, i)  # every sequence's pages in one dispatch
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
         x, norm = normed(k, s, layer.post_norm, (i, "n2"))

@@ -19,6 +19,7 @@ from ..runtime.device import MODEL_CLOSED
 from .forward import forward, forward_batch
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
+from .kv_pool import PAGE_TOKENS, KvPool
 from .reference import rope_tables
 from .rope import inv_freq
 from .shaders import ShaderLibrary
@@ -75,7 +76,8 @@ class Scratch:
 class GpuModel:
     """A model's weights on the device and the kernels of its forward pass."""
 
-    def __init__(self, weights: ModelWeights, device=None, max_binding: int | None = None):
+    def __init__(self, weights: ModelWeights, device=None, max_binding: int | None = None,
+                 kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS):
         from ..runtime.device import get_device
         self.dev = device or get_device()
         self.device = self.dev.device
@@ -113,7 +115,8 @@ class GpuModel:
         matrices = [m for L in self.layers for m in (L.qkv, L.o, L.gate_up, L.down)]
         matrices += [self.embed] + ([] if self.lm_head is self.embed else [self.lm_head])
         self.weight_bytes = sum(m.nbytes for m in matrices)
-        self._working_sets = weakref.WeakSet()  # destroyed by release() with everything else
+        self.kv = KvPool(self, kv_mb, page_tokens)  # every working set's KV pages
+        self._working_sets = weakref.WeakSet()  # released with everything else
         self.closed = False
 
     # ---- buffers --------------------------------------------------------------------------
@@ -147,8 +150,7 @@ class GpuModel:
         return hit[0]
 
     def working_set(self, max_tokens: int | None = None) -> WorkingSet:
-        """A fresh KV state for one sequence of up to max_tokens positions."""
-        import wgpu
+        """A fresh KV state for one sequence of up to max_tokens positions (pages come from the pool as it grows)."""
         if self.closed:
             raise ValidationError(MODEL_CLOSED)
         c = self.config
@@ -156,53 +158,36 @@ class GpuModel:
         if not 1 <= n <= c.max_position_embeddings:
             raise ValidationError(f"working_set(max_tokens={n}): must be 1..{c.max_position_embeddings} "
                                   "(the model's max_position_embeddings)")
-        kr = c.num_key_value_heads * c.head_dim
-        limit = self.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
-        if n * kr * 4 > limit:
-            raise ValidationError(f"working_set(max_tokens={n}): one layer's KV cache would exceed the "
-                                  f"{limit}-byte binding limit. Fix: use at most {limit // (kr * 4)} tokens")
-        use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-        keys = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"k{i}") for i in range(len(self.layers))]
-        vals = [self.device.create_buffer(size=n * kr * 4, usage=use, label=f"v{i}") for i in range(len(self.layers))]
-        state = self.device.create_buffer_with_data(data=np.array([0, n, 0, 0], np.uint32).tobytes(), usage=use,
-                                                    label="ws-state")
         for i in range(c.num_hidden_layers):
             self.rope_table(n, i)
-        ws = WorkingSet(self, n, keys, vals, state)
+        ws = WorkingSet(self, n, self.kv.open_slot(n))
         self._working_sets.add(ws)
         return ws
 
     def fork(self, ws: WorkingSet) -> WorkingSet:
-        """A working set holding a device-side copy of `ws`'s first ws.length positions (see WorkingSet.fork)."""
+        """A working set sharing `ws`'s first ws.length positions (see WorkingSet.fork)."""
         new = self.working_set(ws.max_tokens)
         self.copy_working_sets([(ws, new)])
         return new
 
     def copy_working_sets(self, pairs: list) -> None:
-        """Copy each source's KV positions and length into its destination, on the device, in list order.
-
-        One submit, queued after every pass submitted so far; a destination may be the source
-        of a later pair (copies run in order).
+        """Make each destination hold its source's positions and length, in list order: full pages are
+        shared, a partly filled last page is copied on the device (one submit, queued after every pass
+        submitted so far). A destination may be the source of a later pair.
         """
-        kr4 = self.config.num_key_value_heads * self.config.head_dim * 4
-        length = {}  # each working set's length once the copies before it have run
-        copies = []  # (src, dst, positions), checked before anything is recorded
         for src, dst in pairs:
-            n = length.get(id(src), src.length)
-            if n > dst.max_tokens:
-                raise ValidationError(f"copying a working set of {n} positions into one of {dst.max_tokens}. "
+            if src.length > dst.max_tokens:
+                raise ValidationError(f"copying a working set of {src.length} positions into one of {dst.max_tokens}. "
                                       "Fix: a destination at least as large")
-            length[id(dst)] = n
-            copies.append((src, dst, n))
         enc = self.device.create_command_encoder()
-        for src, dst, n in copies:
-            if n:
-                for a, b in zip(src.keys + src.values, dst.keys + dst.values):
-                    enc.copy_buffer_to_buffer(a, 0, b, 0, n * kr4)
-            enc.copy_buffer_to_buffer(src.state, 0, dst.state, 0, 4)  # the length word; each keeps its size
+        for src, dst in pairs:
+            if src is not dst:
+                dst.share_from(src, src.length, enc)
         self.device.queue.submit([enc.finish()])
-        for _, dst in pairs:
-            dst.length = length[id(dst)]
+
+    def kv_stats(self) -> dict:
+        """The KV pool's use: pages_total, pages_used, page_tokens, bytes_per_page, ... (API.md section 8)."""
+        return self.kv.stats()
 
     def scratch(self, T: int, rows: int) -> Scratch:
         """Activation buffers for passes of T tokens with `rows` readout rows (cached)."""
@@ -372,14 +357,14 @@ class GpuModel:
                                    for t in range(0, ids.size, per)])
         finally:
             self._working_sets.discard(ws)
-            for buf in ws.keys + ws.values + [ws.state]:
-                buf.destroy()
+            ws.release()
             ws.binds.clear()
             ws.plans.clear()
 
     def _forward_chunk(self, ws: WorkingSet, ids: list, readout) -> np.ndarray:
         import wgpu
         T = len(ids)
+        ws.reserve(ws.length + T)
         tok = self.token_buffer(ids)
         enc = self.device.create_command_encoder()
         cpass = enc.begin_compute_pass()

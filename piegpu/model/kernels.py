@@ -20,7 +20,7 @@ from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix, weight_bindings
-from .shader_code import four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x, seq_code
+from .shader_code import decode_lane_code, four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
@@ -74,42 +74,37 @@ class Kernels:
         self.rec.dispatch(k, {0: x, 1: weight, 2: out, 3: self.gpu.params(tokens, first, out_first)},
                           (tokens if lanes else ceil(tokens / 64), 1, 1), "rmsnorm", self.scope + key)
 
-    def qkv_rope_kv(self, w: GpuMatrix, x, norm, *, q, keys, values, state, rope, key: tuple,
+    def qkv_rope_kv(self, w: GpuMatrix, x, norm, *, q, ws, layer: int, rope, key: tuple,
                     binds: dict | None = None) -> None:
-        """[q | k | v] = W x; RoPE on q and k; k and v written to the KV cache at the sequence's positions."""
+        """[q | k | v] = W x; RoPE on q and k; k and v written to `ws`'s pages at the sequence's positions."""
         c = self.config
+        pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-        self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim},
-                     {3: q, 4: keys, 5: values, 6: state, 7: rope}, key, splits=(qr, kr), binds=binds)
+        self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page},
+                     {3: q, 4: pool.keys[layer], 5: pool.values[layer], 6: ws.state, 7: rope}, key, splits=(qr, kr),
+                     binds=binds)
 
-    @staticmethod
-    def _kv_of(seqs: list, layer: int) -> list:
-        """[(keys, values, state, first token, tokens)] of layer `layer` for [(working set, first token, tokens)]."""
-        return [(ws.keys[layer], ws.values[layer], ws.state, first, n) for ws, first, n in seqs]
+    def _seqs_param(self, seqs: list):
+        """The uniform of a several-sequence kernel: (tokens, first token, table row offset, -) per sequence
+        [(working set, first token, tokens)]."""
+        return self.gpu.params(*[v for ws, first, n in seqs for v in (n, first, ws.state[1] // 4, 0)])
 
     def _attention_params(self, window: int) -> dict:
-        """The parameters every attention shader takes (shaders/blocks/attention_consts.wgsl)."""
+        """The parameters every attention shader takes (shaders/blocks/attention_consts.wgsl, blocks/pages.wgsl)."""
         c = self.config
         return {"HD": c.head_dim, "QR": c.num_attention_heads * c.head_dim, "KR": c.num_key_value_heads * c.head_dim,
-                "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale, "WINDOW": window}
+                "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale, "WINDOW": window,
+                "PAGE": self.gpu.kv.page}
 
-    def _seq_bufs(self, seqs: list, uniform: int, kv: int) -> dict:
-        """The per-sequence bindings of a several-sequence dispatch over [(keys, values, state, first token,
-        tokens)]: the (tokens, first token) of each at binding `uniform`, sequence i's keys, values and
-        state at kv + 3 i, kv + 3 i + 1, kv + 3 i + 2 (shader_code.py seq_code declares them)."""
-        bufs = {uniform: self.gpu.params(*[v for *_, first, n in seqs for v in (n, first, 0, 0)])}
-        for i, (keys, values, state, _, _) in enumerate(seqs):
-            bufs.update({kv + 3 * i: keys, kv + 3 * i + 1: values, kv + 3 * i + 2: state})
-        return bufs
-
-    def attention(self, q, keys, values, state, out, key: tuple, tokens: int | None = None, first: int = 0,
+    def attention(self, q, ws, layer: int, out, key: tuple, tokens: int | None = None, first: int = 0,
                   binds: dict | None = None, window: int = 0) -> None:
-        """out = softmax(q k^T / sqrt(d)) v per head over the cached positions (causal, GQA).
+        """out = softmax(q k^T / sqrt(d)) v per head over the cached positions of working set `ws` (causal, GQA).
 
         For the `tokens` tokens (default: the pass's T) of one sequence starting at token `first` of the pass;
         a `window` > 0 limits each query to its last `window` positions (sliding-window layers).
         """
         c = self.config
+        pool = self.gpu.kv
         n = self.T if tokens is None else tokens
         params = self._attention_params(window)
         if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.subgroup_lanes:  # 8 tokens of a head share K/V loads
@@ -119,71 +114,70 @@ class Kernels:
             k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
             groups = (ceil(n * c.num_attention_heads / 16), 1, 1)
         else:  # a workgroup per (head, token), its threads splitting the positions
-            self._attention([(keys, values, state, first, n)], q, out, self.scope + key + (n, first), binds, window)
+            self._attention([(ws, first, n)], layer, q, out, self.scope + key + (n, first), binds, window)
             return
-        self.rec.dispatch(k, {0: q, 1: keys, 2: values, 3: state, 4: out, 5: self.gpu.params(n, first)},
-                          groups, "attention", self.scope + key + (n, first), binds)
+        self.rec.dispatch(k, {0: q, 1: pool.keys[layer], 2: pool.values[layer], 3: ws.state, 4: out,
+                              5: self.gpu.params(n, first)}, groups, "attention", self.scope + key + (n, first), binds)
 
     @property
     def folds_norm(self) -> bool:
         """Whether matvecs of several tokens fold the RMSNorm in (the subgroup matmul) instead of a norm dispatch."""
         return self.gpu.dev.subgroup_lanes > 0
 
-    def seqs_per_dispatch(self) -> int:
-        """How many sequences one attention / rope_kv_seqs dispatch binds (3 storage buffers each)."""
-        return max(1, (self.gpu.dev.limits.get("max-storage-buffers-per-shader-stage", 8) - 3) // 3)
-
     def rope_attention_seqs(self, qkv, q, rope, out, seqs: list, layer: int) -> None:
-        """RoPE + KV write + attention for several sequences [(working set, first token, tokens)] of a batched pass.
+        """RoPE + KV write + attention for the sequences [(working set, first token, tokens)] of a batched pass.
 
         Where every sequence has one token and the adapter has 8-lane subgroups, one dispatch
         (rope_attention_lanes.wgsl): rotation, KV write and attention; else rope_kv_seqs.wgsl writes
-        the rotated q and the KV cache, then attention reads them.
+        the rotated q and the KV cache, then attention reads them. Every sequence in one dispatch:
+        they share the pool's buffers and differ by their page-table rows.
         """
-        kv = self._kv_of(seqs, layer)
         window = self.config.window(layer)
         if not (self.gpu.dev.subgroup_lanes and all(n == 1 for *_, n in seqs)):
             self.rope_kv_seqs(qkv, q, rope, seqs, layer)
-            self._attention(kv, q, out, window=window)
+            self._attention(seqs, layer, q, out, window=window)
             return
         c = self.config
-        G = len(seqs)
+        pool = self.gpu.kv
         params = self._attention_params(window)
         hg = lane_heads(params["GROUP"])
-        k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": G, **seq_code(
-            G, "rope_attention_lanes", c.head_dim // 4, hg)})
-        bufs = {0: qkv, 1: out, 3: rope, **self._seq_bufs(kv, 2, 4)}
-        self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, G), "attention")
+        k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": len(seqs),
+                                                         "ATTEND": decode_lane_code(c.head_dim // 4, hg, True)})
+        bufs = {0: qkv, 1: out, 2: self._seqs_param(seqs), 3: rope, 4: pool.keys[layer], 5: pool.values[layer],
+                6: pool.tables}
+        self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, len(seqs)), "attention")
 
-    def _attention(self, seqs: list, q, out, key: tuple | None = None, binds: dict | None = None,
+    def _attention(self, seqs: list, layer: int, q, out, key: tuple | None = None, binds: dict | None = None,
                    window: int = 0) -> None:
-        """attention.wgsl (attention_decode_lanes.wgsl with 8-lane subgroups) over [(keys, values, state, first
-        token, tokens)] of one or more sequences."""
+        """attention.wgsl (attention_decode_lanes.wgsl with 8-lane subgroups) over the sequences
+        [(working set, first token, tokens)]."""
         c = self.config
+        pool = self.gpu.kv
         G = len(seqs)
         params = {**self._attention_params(window), "SEQS": G}
         heads = c.num_attention_heads
         if self.gpu.dev.subgroup_lanes:  # lanes split the head, no barrier (attention_decode_lanes.wgsl)
             hg = lane_heads(params["GROUP"])
-            k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg, **seq_code(
-                G, "attention_lanes", c.head_dim // 4, hg)})
+            k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg,
+                                                               "ATTEND": decode_lane_code(c.head_dim // 4, hg)})
             heads //= hg
         else:
-            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1),
-                                                  **seq_code(G, "attention")})
-        bufs = {0: q, 1: out, **self._seq_bufs(seqs, 2, 3)}
+            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1)},
+                                    {"ATTEND_FN": "attend"})
+        bufs = {0: q, 1: out, 2: self._seqs_param(seqs), 3: pool.keys[layer], 4: pool.values[layer], 5: pool.tables}
         self.rec.dispatch(k, bufs, (heads, max(n for *_, n in seqs), G), "attention", key, binds)
 
     def rope_kv_seqs(self, qkv, q, rope, seqs: list, layer: int) -> None:
-        """RoPE + KV write for several sequences [(working set, first token, tokens)] in one dispatch."""
+        """RoPE + KV write for the sequences [(working set, first token, tokens)] of a pass, in one dispatch."""
         c = self.config
-        G = len(seqs)
+        pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-        k = self.gpu.lib.kernel("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": G,
-                                                 **seq_code(G, "rope_kv")})
-        bufs = {0: qkv, 1: q, 2: rope, **self._seq_bufs(self._kv_of(seqs, layer), 3, 4)}
+        k = self.gpu.lib.kernel("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": len(seqs),
+                                                 "PAGE": pool.page})
+        bufs = {0: qkv, 1: q, 2: rope, 3: self._seqs_param(seqs), 4: pool.keys[layer], 5: pool.values[layer],
+                6: pool.tables}
         pairs = (qr + 2 * kr) // 2
-        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * pairs / 64), G, 1), "rope_kv")
+        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * pairs / 64), len(seqs), 1), "rope_kv")
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (before RoPE; `norm` folded in when decoding)."""

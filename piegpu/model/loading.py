@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import ModelError
 from .config import LlamaConfig
 from .gpu_model import GpuModel
+from .kv_pool import PAGE_TOKENS, pool_pages
 from .weights import weights_from_gguf, weights_from_tensors
 from .tokenizer import load_chat_template, load_tokenizer
 
@@ -34,7 +35,8 @@ class LoadedParts:
     chat_template: str | None
 
 
-def load_parts(name_or_path=None, *, verbose: bool = True, device=None) -> LoadedParts:
+def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
+               page_tokens: int = PAGE_TOKENS) -> LoadedParts:
     """Read and upload the default model (None), a GGUF file (used in place), or a directory with
     config.json + safetensors."""
     from .default import DEFAULT_MODEL_NAME, default_gguf_path
@@ -72,8 +74,9 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None) -> Loade
                            for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
         tensors = {k: _as_float(v) for k, v in tensors.items()}
         weights = weights_from_tensors(config, tensors, fmt)
+    pool_pages(config, kv_mb, page_tokens, is_cpu=False)  # a bad pool size fails before the upload
     _say(verbose, "uploading weights to the device")
-    gpu = GpuModel(weights, device)
+    gpu = GpuModel(weights, device, kv_mb=kv_mb, page_tokens=page_tokens)
     _say(verbose, f"{source} ready on {gpu.dev.name} ({gpu.weight_bytes / 1e6:.0f} MB of weights, "
                   f"{time.perf_counter() - t0:.1f} s)")
     return LoadedParts(config, tokenizer, gpu, source, template)

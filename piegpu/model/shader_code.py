@@ -1,8 +1,8 @@
-"""The generated parts of shaders/*.wgsl: unrolled register tiles and per-sequence bindings.
+"""The generated parts of shaders/*.wgsl: unrolled register tiles and attention loops.
 
 WGSL has no way to index bindings or to keep loop-indexed arrays in registers on lavapipe, so
 these functions write that code out in Python; model/kernels.py passes it to compose() as
-parameters ({{TILE}}, {{LANES}}, {{KV_BINDINGS}}, ...). The subgroup forms (lanes > 0) share a
+parameters ({{TILE}}, {{LANES}}, {{ATTEND}}, ...). The subgroup forms (lanes > 0) share a
 load among the lanes of a subgroup: on lavapipe a storage load is a loop over the lanes and a
 uniform load at a computed index a gather, while subgroupBroadcast is cheap.
 """
@@ -10,44 +10,6 @@ uniform load at a computed index a gather, while subgroupBroadcast is cheap.
 from __future__ import annotations
 
 from functools import lru_cache
-
-
-@lru_cache(maxsize=None)
-def seq_code(G: int, kind: str, HD4: int = 0, HG: int = 1) -> dict:
-    """The generated parts of attention.wgsl / rope_kv_seqs.wgsl for G sequences per dispatch.
-
-    WGSL cannot index bindings, so each sequence gets its own KV and state bindings and a
-    switch case (the sequence index is uniform per workgroup, so the branch is too). kind:
-    "attention", "attention_lanes" / "rope_attention_lanes" (heads of HD4 vec4s, HG query heads a
-    workgroup) or "rope_kv".
-    """
-    from .shaders import shader_source
-    if kind == "attention":
-        decls = [f"@group(0) @binding({3 + 3 * i}) var<storage, read> kc{i}: array<vec4<f32>>;\n"
-                 f"@group(0) @binding({4 + 3 * i}) var<storage, read> vc{i}: array<vec4<f32>>;\n"
-                 f"@group(0) @binding({5 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
-        attend = shader_source("attend")
-        fns = [attend.replace("fn attend(", f"fn attend_{i}(").replace("kc[", f"kc{i}[").replace("vc[", f"vc{i}[")
-               for i in range(G)]
-        cases = [f"    case {i}u: {{ ml = attend_{i}(&qv, &acc, kv * HD4, lid, min(st{i}[0] + t + 1u, st{i}[1]), WG); }}"
-                 for i in range(G)]
-        return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
-    if kind in ("attention_lanes", "rope_attention_lanes"):
-        rope = kind == "rope_attention_lanes"
-        kv = "read_write" if rope else "read"
-        decls = [f"@group(0) @binding({3 + rope + 3 * i}) var<storage, {kv}> kc{i}: array<vec4<f32>>;\n"
-                 f"@group(0) @binding({4 + rope + 3 * i}) var<storage, {kv}> vc{i}: array<vec4<f32>>;\n"
-                 f"@group(0) @binding({5 + rope + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
-        fns = [decode_lane_code(HD4, HG, i, rope) for i in range(G)]
-        call = "tok, head, lane" if rope else "qo, kvb, t, lane"
-        cases = [f"    case {i}u: {{ attend_{i}({call}); }}" for i in range(G)]
-        return {"KV_BINDINGS": "\n".join(decls), "ATTEND_FNS": "\n".join(fns), "ATTEND_CASES": "\n".join(cases)}
-    decls = [f"@group(0) @binding({4 + 3 * i}) var<storage, read_write> kc{i}: array<vec2<f32>>;\n"
-             f"@group(0) @binding({5 + 3 * i}) var<storage, read_write> vc{i}: array<vec2<f32>>;\n"
-             f"@group(0) @binding({6 + 3 * i}) var<storage, read> st{i}: array<u32>;" for i in range(G)]
-    states = [f"    case {i}u: {{ len = st{i}[0]; cap = st{i}[1]; }}" for i in range(G)]
-    writes = [f"    case {i}u: {{ if (k) {{ vc{i}[at] = v; }} else {{ kc{i}[at] = v; }} }}" for i in range(G)]
-    return {"KV_BINDINGS": "\n".join(decls), "STATE_CASES": "\n".join(states), "WRITE_CASES": "\n".join(writes)}
 
 
 @lru_cache(maxsize=None)
@@ -120,16 +82,19 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
 @lru_cache(maxsize=None)
 def lane_code(HD4: int) -> str:
     """The unrolled body of attention_lanes.wgsl for heads of HD4 vec4s: q and the accumulators in
-    named registers, each position's K and V rows loaded 8 vec4s a load (lane l: vec4 l of each 8)
-    and broadcast, the online softmax of attend.wgsl per lane, then the store."""
+    named registers, the positions walked page by page (one page-table read a page), each position's
+    K and V rows loaded 8 vec4s a load (lane l: vec4 l of each 8) and broadcast, the online softmax of
+    attend.wgsl per lane, then the store."""
     loads = (HD4 + 7) // 8
     out = []
     add = out.append
     for i in range(HD4):
         add(f"let q{i} = q[tok * QR4 + head * HD4 + {i}u] * SCALE;")
         add(f"var a{i} = vec4<f32>(0.0);")
-    add("for (var p = all.x; p < all.y; p++) {")
-    add("  let base = p * KR4 + kvb;")
+    add("for (var p0 = all.x - all.x % PAGE; p0 < all.y; p0 += PAGE) {")
+    add("  let off = tables[4u + p0 / PAGE] * PAGE - p0;  // + p: the pool row of position p (u32 wraps)")
+    add("  for (var p = max(p0, all.x); p < min(p0 + PAGE, all.y); p++) {")
+    add("  let base = (off + p) * KR4 + kvb;")
     add("  let live = p >= mine.x && p < mine.y;")
     for c in range(loads):
         add(f"  let kl{c} = kc[base + min({8 * c}u + lane, HD4 - 1u)];")
@@ -143,6 +108,7 @@ def lane_code(HD4: int) -> str:
     for i in range(HD4):
         add(f"  a{i} = a{i} * c + e * subgroupBroadcast(vl{i // 8}, {i % 8}u);")
     add("  m = m2;")
+    add("  }")
     add("}")
     add("if (t0 + lane <= last) {")
     for i in range(HD4):
@@ -152,14 +118,16 @@ def lane_code(HD4: int) -> str:
 
 
 @lru_cache(maxsize=None)
-def decode_lane_code(HD4: int, HG: int, i: int, rope: bool = False) -> str:
-    """attend_i of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl) for sequence i.
+def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
+    """attend() of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl).
 
     HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's q and output
     (zero past the head); per position one load of each K and V vec4 for all HG heads, a
     subgroupAdd per head, the online softmax of attend.wgsl (uniform over the lanes), then the
-    stores. With rope, q and the token's k come rotated from the QKV rows, k and v go to the cache
-    (from the KV head's first workgroup) and the token's own position is taken from registers.
+    stores. The positions are walked page by page: one page-table read per page of the sequence
+    whose table row starts at word tb (blocks/pages.wgsl). With rope, q and the token's k come
+    rotated from the QKV rows, k and v go to the token's page (from the KV head's first workgroup)
+    and the token's own position is taken from registers.
     """
     parts = range((HD4 + 7) // 8)
     idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
@@ -179,23 +147,24 @@ def decode_lane_code(HD4: int, HG: int, i: int, rope: bool = False) -> str:
             add(f"{pad}m{h} = n{h};")
 
     if rope:
-        add(f"fn attend_{i}(tok: u32, head: u32, lane: u32) {{")
-        add(f"  let pos = min(st{i}[0], st{i}[1] - 1u);  // this token's position (st{i}[1]: the positions)")
+        add("fn attend(tok: u32, head: u32, lane: u32, tb: u32) {")
+        add("  let pos = min(tables[tb], tables[tb + 1u] - 1u);  // this token's position (tb + 1: the positions)")
         add("  let n = pos + 1u;")
         add("  let row = tok * (QR4 + 2u * KR4);")
         add("  let kvb = (head / GROUP) * HD4;")
+        add("  let at = kv_row(tb, pos) * KR4 + kvb;")
         for c in parts:
             add(f"  let kn{c} = rot(qkv[row + QR4 + kvb + {idx[c]}], pos, {idx[c]});")
             add(f"  let vn{c} = qkv[row + QR4 + KR4 + kvb + {idx[c]}];")
             add(f"  if (head % GROUP == 0u && {mine[c]}) {{")
-            add(f"    kc{i}[pos * KR4 + kvb + {8 * c}u + lane] = kn{c};")
-            add(f"    vc{i}[pos * KR4 + kvb + {8 * c}u + lane] = vn{c};")
+            add(f"    kc[at + {8 * c}u + lane] = kn{c};")
+            add(f"    vc[at + {8 * c}u + lane] = vn{c};")
             add("  }")
         qv = "rot(qkv[row + (head + {h}u) * HD4 + {i}], pos, {i})"
         qo = "tok * QR4 + head * HD4"
     else:
-        add(f"fn attend_{i}(qo: u32, kvb: u32, t: u32, lane: u32) {{")
-        add(f"  let n = min(st{i}[0] + t + 1u, st{i}[1]);")
+        add("fn attend(qo: u32, kvb: u32, t: u32, lane: u32, tb: u32) {")
+        add("  let n = min(tables[tb] + t + 1u, tables[tb + 1u]);")
         qv = "q[qo + {h}u * HD4 + {i}]"
         qo = "qo"
     add("  let first = select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW);")
@@ -205,12 +174,16 @@ def decode_lane_code(HD4: int, HG: int, i: int, rope: bool = False) -> str:
             add(f"  var a{h}_{c} = vec4<f32>(0.0);")
         add(f"  var m{h} = LOW;")
         add(f"  var l{h} = 0.0;")
-    add(f"  for (var p = first; p < {'pos' if rope else 'n'}; p++) {{")
-    add("    let base = p * KR4 + kvb;")
+    end = "pos" if rope else "n"
+    add(f"  for (var p0 = first - first % PAGE; p0 < {end}; p0 += PAGE) {{")
+    add("    let off = tables[tb + 4u + p0 / PAGE] * PAGE - p0;  // + p: the pool row of position p (u32 wraps)")
+    add(f"    for (var p = max(p0, first); p < min(p0 + PAGE, {end}); p++) {{")
+    add("      let base = (off + p) * KR4 + kvb;")
     for c in parts:
-        add(f"    let k{c} = kc{i}[base + {idx[c]}];")
-        add(f"    let v{c} = vc{i}[base + {idx[c]}];")
-    update("k{c}", "v{c}", "    ")
+        add(f"      let k{c} = kc[base + {idx[c]}];")
+        add(f"      let v{c} = vc[base + {idx[c]}];")
+    update("k{c}", "v{c}", "      ")
+    add("    }")
     add("  }")
     if rope:
         add("  {  // the token's own position")

@@ -1,38 +1,127 @@
-"""WorkingSet: the KV state of one sequence on the device."""
+"""WorkingSet: the KV state of one sequence on the device, a view over pages of the model's KV pool."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from ..errors import ValidationError
 
 
 @dataclass(eq=False)
 class WorkingSet:
-    """The KV state of one sequence on the device: per-layer K and V caches and its length.
+    """The KV state of one sequence: a row of the pool's page tables, the pages it holds, its length.
 
-    `state` is a u32 buffer [length, max_tokens, 0, 0]; kernels read both from it, so no
-    size is compiled into them. `length` is the host's view, advanced as passes are
-    submitted; `last_pass` is the id of the last submitted pass that extended it (a
-    later rewind must not undo what that pass built on).
+    The row is [length, max_tokens, -, -, page ids...] on the device (model/kv_pool.py);
+    kernels read the length and the pages from it, so no size is compiled into them.
+    `length` is the host's view, advanced as passes are submitted; `last_pass` is the id
+    of the last submitted pass that extended it (a later rewind must not undo what that
+    pass built on). Pages are allocated as the sequence grows (reserve) and given back
+    when it shrinks or is dropped; `max_tokens` caps the sequence and reserves nothing.
+    Invariant: the pages from the one holding position `length` on are this working
+    set's alone (reference count 1), so writing never changes a page another holds.
     """
 
-    model: object  # the GpuModel whose caches these are
+    model: object  # the GpuModel whose pool this is a view of
     max_tokens: int
-    keys: list
-    values: list
-    state: object
+    slot: int
     length: int = 0
     last_pass: int = 0
+    pages: list = field(default_factory=list)
     binds: dict = field(default_factory=dict)  # bind groups of passes over this working set (die with it)
     plans: dict = field(default_factory=dict)  # dispatch plans of passes over this working set
     session: object = None  # the runtime Session decoding on it (made by Model.session)
 
+    def __post_init__(self):
+        pool = self.model.kv
+        self.pool = pool
+        row = pool.row_words * 4
+        self.state = (pool.tables, self.slot * row, row)  # the binding of single-sequence kernels
+        self._finalizer = weakref.finalize(self, pool.close_slot, self.slot, self.pages)
+
+    def release(self) -> None:
+        """Give the pages and the table row back to the pool now (the working set is unusable after)."""
+        self._finalizer()
+        self.length = 0
+
+    # ---- pages --------------------------------------------------------------------------------
+    def reserve(self, n: int) -> None:
+        """Make sure positions 0..n-1 have pages (allocated now, written into the table before the next submit)."""
+        if not self._finalizer.alive:
+            raise ValidationError("this working set was released (its pages went back to the pool). "
+                                  "Fix: model.working_set() for a new sequence")
+        have = len(self.pages)
+        need = -(-min(n, self.max_tokens) // self.pool.page)
+        if need > have:
+            got = self.pool.alloc(need - have, f"a sequence of {n} positions (holding {self.length})")
+            self.pages.extend(got)
+            self.pool.write_entries(self.slot, have, got)
+
+    def _trim(self, n: int, enc=None) -> None:
+        """Keep pages for positions < n only, and make the page holding position n (if kept) this one's own.
+
+        A shared page is replaced by a copy of its first n % P positions (recorded into `enc`, or
+        submitted now); the caller writes the new length.
+        """
+        P = self.pool.page
+        keep = -(-n // P)
+        if keep < len(self.pages):
+            self.pool.unref(self.pages[keep:])
+            del self.pages[keep:]
+        last = n // P
+        if last < len(self.pages) and self.pool.refs[self.pages[last]] > 1:
+            own = self.pool.alloc(1, f"a copy of a shared page of a sequence of {n} positions")[0]
+            submit = enc is None
+            if submit:
+                enc = self.model.device.create_command_encoder()
+            self.pool.copy_positions(enc, self.pages[last], own, n % P)
+            if submit:
+                self.model.device.queue.submit([enc.finish()])
+            self.pool.unref([self.pages[last]])
+            self.pages[last] = own
+            self.pool.write_entries(self.slot, last, [own])
+
+    def share_pages(self, pages: list, n: int | None = None) -> None:
+        """Hold `pages` (full pages, shared: the prefix cache's or another sequence's) as its first positions,
+        n = len(pages) * page_tokens of them; what this working set held before is given back."""
+        pool = self.pool
+        n = len(pages) * pool.page if n is None else n
+        if n > self.max_tokens or n > len(pages) * pool.page:
+            raise ValidationError(f"sharing {n} positions ({len(pages)} pages) into a working set of "
+                                  f"{self.max_tokens}. Fix: a working set at least as large")
+        pool.ref(pages)
+        pool.unref(self.pages)
+        self.pages[:] = list(pages)
+        pool.write_entries(self.slot, 0, self.pages)
+        pool.write_header(self.slot, n)
+        self.length = n
+
+    def share_from(self, src: "WorkingSet", n: int, enc=None) -> None:
+        """Hold src's first n positions: its full pages shared, the positions of a partly filled last page
+        copied (into `enc`, or submitted now). What this working set held before is given back."""
+        if n > src.length or n > self.max_tokens:
+            raise ValidationError(f"sharing {n} positions of a working set of {src.length} into one of "
+                                  f"{self.max_tokens}. Fix: at most min(source length, max_tokens) positions")
+        pool, P = self.pool, self.pool.page
+        self.share_pages(src.pages[: n // P])
+        if n % P:
+            own = pool.alloc(1, f"the last page of a copy of {n} positions")[0]
+            submit = enc is None
+            if submit:
+                enc = self.model.device.create_command_encoder()
+            pool.copy_positions(enc, src.pages[n // P], own, n % P)
+            if submit:
+                self.model.device.queue.submit([enc.finish()])
+            self.pages.append(own)
+            pool.write_entries(self.slot, len(self.pages) - 1, [own])
+        pool.write_header(self.slot, n)
+        self.length = n
+
+    # ---- the sequence -------------------------------------------------------------------------
     def reset(self) -> None:
-        """Forget every position (the caches are overwritten as the sequence regrows)."""
-        self.model.device.queue.write_buffer(self.state, 0, np.zeros(1, np.uint32).tobytes())
+        """Forget every position (its pages go back to the pool)."""
+        self._trim(0)
+        self.pool.write_header(self.slot, 0)
         self.length = 0
 
     def note_length(self, n: int) -> None:
@@ -42,15 +131,17 @@ class WorkingSet:
         self.length = n
 
     def fork(self) -> "WorkingSet":
-        """A new working set of the same size holding a copy of this one's KV positions (copied on the device).
-
-        The copy is queued after every pass submitted so far, so it sees their tokens.
-        """
+        """A new working set continuing exactly like this one: its full pages shared, a partly filled last
+        page copied on the device (after every pass submitted so far), and -- where a session decodes on
+        this one -- the tokens and the drawn token not yet embedded (a session of its own)."""
+        if self.session is not None:
+            return self.session.fork().ws
         return self.model.fork(self)
 
     def set_length(self, n: int) -> None:
         """Truncate the sequence to its first n positions (device and host views)."""
         if not 0 <= n <= self.length:
             raise ValidationError(f"set_length({n}): the working set holds {self.length} positions")
-        self.model.device.queue.write_buffer(self.state, 0, np.array([n], np.uint32).tobytes())
+        self._trim(n)
+        self.pool.write_header(self.slot, n)
         self.length = n

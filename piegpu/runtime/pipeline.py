@@ -204,6 +204,11 @@ class Pipeline:
                 who = "the working set" if len(wss) == 1 else f"sequence {i}'s working set"
                 raise ValidationError(f"{who} is full: {ws.length} + {count} tokens exceed its {ws.max_tokens} "
                                       "positions. Fix: model.working_set(max_tokens=...) with more room")
+        for i, (ws, (_, count)) in enumerate(zip(wss, pp.seqs)):
+            try:  # pages for the positions this pass writes, in the page tables before its submit
+                ws.reserve(ws.length + count)
+            except ValidationError as e:
+                raise ValidationError(f"sequence {i} of the pass: {e}" if len(wss) > 1 else str(e)) from None
         snap = {ch: ch.snapshot() for ch in pp.channels}
         snap["ws"] = [(ws, ws.length) for ws in wss]
         pid = next(_PASS_IDS)
@@ -218,7 +223,8 @@ class Pipeline:
         for slot, (takes, puts) in pp.counts.items():
             self.stats.staged_bytes += pp.channels[slot].commit(pid, takes, puts, enc)
         fence = self._fence()
-        enc.copy_buffer_to_buffer(wss[0].state, 0, fence, 0, 16)  # any small copy after the pass will do
+        buf, off, _ = wss[0].state
+        enc.copy_buffer_to_buffer(buf, off, fence, 0, 16)  # any small copy after the pass will do
         try:
             self.device.queue.submit([work, enc.finish()])
         except Exception as e:

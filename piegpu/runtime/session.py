@@ -157,8 +157,8 @@ class Session:
         self.pending = None
 
     def fork(self) -> "Session":
-        """A session on a device-side copy of this working set (ws.fork()), knowing the same tokens."""
-        other = self.model.session(self.ws.fork())
+        """A session on a fork of this working set (full pages shared), knowing the same tokens and pending token."""
+        other = self.model.session(self.model.gpu.fork(self.ws))
         other.tokens, other.pending = list(self.tokens), self.pending
         return other
 

@@ -327,7 +327,9 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
         """Whether the engine is running."""
         if engine.error is not None:
             return JSONResponse({"status": "error", "error": str(engine.error)}, status_code=503)
-        return {"status": "ok", "load": engine.load, "engine": engine.stats.as_dict()}
+        kv = {**engine.model.kv_stats(), "cached_pages": engine.cache.pages_held, "cache_hits": engine.cache.hits,
+              "cache_misses": engine.cache.misses, "cache_evicted": engine.cache.evicted}
+        return {"status": "ok", "load": engine.load, "engine": engine.stats.as_dict(), "kv": kv}
 
     @app.get("/v1/models")
     async def models():

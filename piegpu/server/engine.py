@@ -90,6 +90,7 @@ class Job:
     session: object = None
     cancelled: bool = False
     submitted: float = field(default_factory=time.perf_counter)
+    kv_pages: int = 0  # KV pages set aside for it while admitted (Engine._admit)
 
     def cancel(self) -> None:
         """Stop every choice at the next pass (callable from any thread)."""
@@ -111,7 +112,8 @@ class EngineStats:
     decode_s: float = 0.0
     host_waits: int = 0  # host reads of decoded tokens: one per window of passes
     window: int = 1  # decode passes run ahead per host read
-    copied_tokens: int = 0  # prompt tokens copied from another sequence's KV instead of prefilled
+    shared_tokens: int = 0  # prompt tokens whose KV pages another sequence or the prefix cache already held
+    copied_tokens: int = 0  # of those, positions copied on the device (a partly filled page); the rest shared
 
     def as_dict(self) -> dict:
         """A JSON-able dict."""
@@ -139,14 +141,14 @@ class Engine:
         # the run ends at its next read
         self.batch.interrupt = lambda: self._poked or self._stopping
         self._poked = False
-        c = model.config
-        kv_bytes = c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim * 4  # f32 K and V per position
-        self.cache = PrefixCache(int(cache_mb * (1 << 20)) // kv_bytes)  # the bound in positions of KV
+        pool = model.gpu.kv
+        self.cache = PrefixCache(pool, int(cache_mb * (1 << 20)) // pool.bytes_per_page)  # the bound in pages
         self.token_text = TokenText(model.tokenizer)
         self._lock = threading.Lock()
         self._inbox: list = []
         self._joining: list = []  # admitted jobs still prefilling, in arrival order
         self._running: list = []  # jobs with choices in the batch
+        self._kv_committed = 0  # KV pages set aside for admitted jobs (their whole lengths)
         self._loop = asyncio.new_event_loop()
         self._wake: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._main, name="piegpu-engine", daemon=True)
@@ -271,9 +273,15 @@ class Engine:
         rows = sum(1 for s in self.batch.sequences if not s.done)
         budget = PREFILL_CHUNKS[0]
         picks = []  # [job, tokens this round]
-        for job in self._joining:
+        for job in list(self._joining):
             if rows + len(job.params) > self.max_batch:
                 break  # keep arrival order: the first one that does not fit waits for room
+            if job.session is None:
+                admitted = self._admit(job)
+                if admitted is None:
+                    continue  # failed: it can never fit
+                if not admitted:
+                    break  # the KV pool cannot hold it next to the running ones yet: it waits, in arrival order
             if job.session is None:
                 leader, shared = self._leader(job)
                 if leader is not None and shared > self.cache.peek(job.prompt_ids):
@@ -317,6 +325,28 @@ class Engine:
                         self._running.append(job)
         return True
 
+    def _admit(self, job: Job) -> bool | None:
+        """Set KV pages aside for job's whole length (prompt + max_tokens, every choice); False while the
+        pool cannot hold them beside the admitted jobs' (the job waits). A job no pool of this size could
+        ever hold fails with the fix (None)."""
+        pool = self.model.gpu.kv
+        P = pool.page
+        prompt = len(job.prompt_ids) // P
+        need = prompt + len(job.params) * (-(-(len(job.prompt_ids) + job.max_tokens) // P) - prompt)
+        usable = pool.pages_total - 1
+        if need > usable:
+            self._fail(job, f"the request needs {need} KV pages of {P} positions ({len(job.params)} choice(s) of "
+                            f"up to {len(job.prompt_ids) + job.max_tokens} positions) but the server's pool has "
+                            f"{usable}. Fix: fewer choices or max_tokens, or start the server with a larger --kv-mb")
+            job.cancel()
+            self._finish_job(job, cancelled=True)
+            return None
+        if self._kv_committed + need > usable:
+            return False
+        job.kv_pages = need
+        self._kv_committed += need
+        return True
+
     def _leader(self, job: Job) -> tuple:
         """(an earlier joining job with a session, tokens its prompt shares with job's) for the longest share."""
         want = job.prompt_ids[:-1]
@@ -336,17 +366,19 @@ class Engine:
         (another session), or else the longest prefix the prefix cache holds, or nothing."""
         need = min(self.ctx, len(job.prompt_ids) + job.max_tokens)
         size = min(self.model.config.max_position_embeddings, -(-need // WS_ROUND) * WS_ROUND)
-        cached = source
-        if cached is None:
-            cached, n = self.cache.take(job.prompt_ids)
-        if cached is not None:
-            size = max(size, cached.ws.length)
-        ws = self.model.working_set(size)
+        pages = []
+        if source is None:
+            pages, n = self.cache.take(job.prompt_ids)
+        ws = self.model.working_set(max(size, n))
         sess = self.model.session(ws)
-        if cached is not None:
-            self.model.gpu.copy_working_sets([(cached.ws, ws)])
-            ws.set_length(n)
-            self.stats.copied_tokens += n
+        if n:
+            copies = ws.pool.copied_positions
+            if source is not None:
+                ws.share_from(source.ws, n)  # full pages shared, the rest of a partly filled one copied
+            else:
+                ws.share_pages(pages)
+            self.stats.shared_tokens += n
+            self.stats.copied_tokens += ws.pool.copied_positions - copies
             sess.tokens = list(job.prompt_ids[:n])
             job.cached_tokens = job.prefilled = n
         return sess
@@ -362,7 +394,7 @@ class Engine:
                           on_token=self._on_token(job, c))
             job.choices.append(c)
         self._running.append(job)
-        self.cache.put(job.session)  # its prompt's KV is final: later prompts may copy from it already
+        self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages)  # its prompt's KV is final: later prompts share it
 
     def _on_token(self, job: Job, c: Choice):
         def on_token(seq, tok, piece):
@@ -404,12 +436,21 @@ class Engine:
         self.batch.drop_finished()
 
     def _finish_job(self, job: Job, cancelled: bool) -> None:
+        self._kv_committed -= job.kv_pages
+        job.kv_pages = 0
         if job in self._running:
             self._running.remove(job)
         if job in self._joining:
             self._joining.remove(job)
         if job.session is not None and (job.choices or job.prefilled):
-            self.cache.put(job.session)
+            self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages)
+        # its KV pages go back to the pool now (the cache keeps its own references), not when the response is
+        # garbage collected: no pass of its rows is in flight any more (the batch's runs drain before they end)
+        sessions = [job.session] + [c.seq.session for c in job.choices if c.seq is not None]
+        for sess in sessions:
+            if sess is not None:
+                sess.ws.release()
+        job.session = None
         self.completed += 1
         usage = {"prompt_tokens": len(job.prompt_ids), "completion_tokens": sum(c.tokens for c in job.choices),
                  "cached_tokens": job.cached_tokens}

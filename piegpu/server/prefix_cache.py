@@ -1,86 +1,134 @@
-"""Finished sequences' KV states kept for reuse: a new prompt that starts with their tokens skips that prefill."""
+"""A radix tree of KV pages: token prefixes that finished (or still running) sequences computed, for reuse.
+
+Each node is one full page of the model's KV pool, keyed by the page_tokens token ids it holds,
+under the node of the page before it. A prompt walks the tree page by page; the pages it
+matches are shared with the new sequence (reference counts, no copy) and only the rest is
+prefilled. Only full pages are cached: a page is final once every position in it is written.
+The tree holds a reference on each of its pages; when the pool runs short it evicts
+least-recently-used leaves that no sequence shares (KvPool.evict), and it never holds more
+than max_pages pages.
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import itertools
 
-from ..runtime.session import shared_prefix
+
+class _Node:
+    __slots__ = ("page", "parent", "key", "children", "used")
+
+    def __init__(self, page: int, parent, key: tuple, used: int):
+        self.page, self.parent, self.key, self.used = page, parent, key, used
+        self.children: dict = {}
 
 
 class PrefixCache:
-    """An LRU of sessions (working sets holding a token sequence), bounded in tokens and in entries.
+    """Cached KV pages by token prefix (see the module docstring); `pool` is the model's KvPool."""
 
-    `take(ids)` finds the entry sharing the longest prefix with ids[:-1] (the last prompt token is
-    always embedded by the first decode pass) and returns it with that length; the caller copies
-    the prefix on the device (the entry stays cached, so several requests can share one system
-    prompt). `put(session)` adds a finished sequence's session; an entry whose tokens are a
-    prefix of another's is dropped as redundant. Memory is bounded by the working sets' sizes
-    (positions allocated, not only used), evicting the least recently used first.
-    """
-
-    def __init__(self, max_tokens: int, max_entries: int = 64, min_reuse: int = 1):
-        self.max_tokens = max(0, int(max_tokens))
-        self.max_entries = max(0, int(max_entries))
+    def __init__(self, pool, max_pages: int, min_reuse: int = 1):
+        self.pool = pool
+        self.page = pool.page
+        self.max_pages = max(0, int(max_pages))
         self.min_reuse = max(1, int(min_reuse))
-        self._entries: "OrderedDict[int, tuple]" = OrderedDict()  # id(session) -> (tokens tuple, session)
+        self.root = _Node(-1, None, (), 0)
+        self.nodes = 0
+        self._clock = itertools.count(1)
         self.hits = 0
         self.misses = 0
         self.reused_tokens = 0
+        self.evicted = 0
+        pool.evict = self.evict
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self.nodes
 
-    @property
-    def tokens_held(self) -> int:
-        """Positions allocated by the cached working sets."""
-        return sum(s.ws.max_tokens for _, s in self._entries.values())
-
-    def _best(self, ids: list) -> tuple:
-        want = ids[:-1]
-        best, best_n = None, 0
-        for key, (tokens, sess) in self._entries.items():
-            n = shared_prefix(tokens, want)
-            if n > best_n:
-                best, best_n = key, n
-        return best, best_n
+    def _walk(self, ids: list) -> list:
+        """The nodes of the longest cached run of full pages that starts ids."""
+        out, node, P = [], self.root, self.page
+        for i in range(len(ids) // P):
+            node = node.children.get(tuple(ids[i * P: (i + 1) * P]))
+            if node is None:
+                break
+            out.append(node)
+        return out
 
     def peek(self, ids: list) -> int:
         """How many tokens of ids[:-1] take(ids) would reuse now (no effect on the LRU or the counters)."""
-        best, n = self._best(ids)
-        return n if best is not None and n >= self.min_reuse else 0
+        n = len(self._walk(list(ids)[:-1])) * self.page
+        return n if n >= self.min_reuse else 0
 
     def take(self, ids: list) -> tuple:
-        """(session, n): the cached session sharing the longest prefix n with ids[:-1], or (None, 0)."""
-        best, best_n = self._best(ids)
-        if best is None or best_n < self.min_reuse:
+        """(pages, n): the cached pages of the longest prefix of ids[:-1] (the last prompt token is always
+        embedded by the first decode pass) and the tokens they hold; ([], 0) on a miss."""
+        nodes = self._walk(list(ids)[:-1])
+        n = len(nodes) * self.page
+        if n < self.min_reuse or not nodes:
             self.misses += 1
-            return None, 0
-        self._entries.move_to_end(best)
+            return [], 0
+        now = next(self._clock)
+        for node in nodes:
+            node.used = now
         self.hits += 1
-        self.reused_tokens += best_n
-        return self._entries[best][1], best_n
+        self.reused_tokens += n
+        return [node.page for node in nodes], n
 
-    def put(self, session) -> None:
-        """Cache a session whose working set holds session.tokens.
-
-        The session may go on decoding: positions it already holds never change, so a copy of
-        the first n of them stays right (the entry keeps the tokens it had when put).
-        """
-        if self.max_entries == 0 or session.ws.max_tokens > self.max_tokens:
+    def put(self, tokens: list, pages: list) -> None:
+        """Cache the full pages of a sequence holding `tokens` (its page list `pages`); positions of unknown
+        identity (-1) end what is cached."""
+        if self.max_pages == 0:
             return
-        tokens = tuple(session.tokens)
-        if not tokens or len(tokens) != session.ws.length or -1 in tokens:
-            return  # contents unknown: never reuse
-        for key, (other, _) in list(self._entries.items()):
-            if other[: len(tokens)] == tokens and len(other) >= len(tokens):
-                self._entries.move_to_end(key)
-                return  # an entry already holds this prefix
-            if tokens[: len(other)] == other:
-                del self._entries[key]  # the new entry holds everything this one does
-        self._entries[id(session)] = (tokens, session)
-        while self._entries and (len(self._entries) > self.max_entries or self.tokens_held > self.max_tokens):
-            self._entries.popitem(last=False)
+        tokens = list(tokens)
+        if -1 in tokens:
+            tokens = tokens[: tokens.index(-1)]
+        P = self.page
+        now = next(self._clock)
+        node = self.root
+        for i in range(min(len(tokens) // P, len(pages))):
+            key = tuple(tokens[i * P: (i + 1) * P])
+            child = node.children.get(key)
+            if child is None:
+                child = node.children[key] = _Node(pages[i], node, key, now)
+                self.pool.ref([pages[i]])
+                self.nodes += 1
+            child.used = now
+            node = child
+        if self.nodes > self.max_pages:
+            self._drop(self.nodes - self.max_pages, only_unshared=False)
+
+    def evict(self, pages: int) -> int:
+        """Drop least-recently-used leaves no sequence shares until `pages` pages went back to the pool."""
+        return self._drop(pages, only_unshared=True)
+
+    def _drop(self, count: int, only_unshared: bool) -> int:
+        freed = 0
+        while freed < count:
+            leaves = [n for n in self._leaves() if not only_unshared or self.pool.refs[n.page] == 1]
+            if not leaves:
+                break
+            leaves.sort(key=lambda n: n.used)
+            for leaf in leaves[: count - freed]:
+                del leaf.parent.children[leaf.key]
+                self.pool.unref([leaf.page])
+                self.nodes -= 1
+                self.evicted += 1
+                freed += 1
+        return freed
+
+    def _leaves(self) -> list:
+        out, stack = [], list(self.root.children.values())
+        while stack:
+            n = stack.pop()
+            if n.children:
+                stack.extend(n.children.values())
+            else:
+                out.append(n)
+        return out
+
+    @property
+    def pages_held(self) -> int:
+        """Pages the tree holds a reference on."""
+        return self.nodes
 
     def clear(self) -> None:
-        """Drop every entry (their working sets are freed with the last reference)."""
-        self._entries.clear()
+        """Drop every entry (pages no sequence shares go back to the pool)."""
+        self._drop(self.nodes, only_unshared=False)

@@ -10,6 +10,7 @@ import threading
 
 from ..errors import ValidationError
 from ..model.config import LlamaConfig
+from ..model.kv_pool import PAGE_TOKENS
 from ..model.loading import load_parts
 from ..model.tokenizer import chat_prompt
 from ..runtime.device import MODEL_CLOSED, device_lock
@@ -95,6 +96,10 @@ class Model:
         """The KV state of one sequence (up to max_tokens positions)."""
         self.check_open()
         return self.gpu.working_set(max_tokens)
+
+    def kv_stats(self) -> dict:
+        """The KV page pool's use: pages_total, pages_used, page_tokens, bytes_per_page, bytes_used, ..."""
+        return self.gpu.kv_stats()
 
     def session(self, working_set=None, *, tokens: int | None = None):
         """The Session decoding on `working_set` (made on first use; it lives as long as the working set).
@@ -201,7 +206,12 @@ class Model:
                               seed=seed, stop=stop, chat=chat, max_batch=max_batch, window=window, **sampler_args)
 
 
-def load_model(name_or_path=None, *, verbose: bool = True, device=None) -> Model:
-    """Load the default model (None), a GGUF file, or a directory with config.json + safetensors."""
-    p = load_parts(name_or_path, verbose=verbose, device=device)
+def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
+               page_tokens: int = PAGE_TOKENS) -> Model:
+    """Load the default model (None), a GGUF file, or a directory with config.json + safetensors.
+
+    kv_mb sizes the KV page pool every sequence draws from (None: two whole contexts, at most 1 GiB,
+    and an eighth of RAM on CPU adapters); page_tokens is the positions a page holds.
+    """
+    p = load_parts(name_or_path, verbose=verbose, device=device, kv_mb=kv_mb, page_tokens=page_tokens)
     return Model(p.config, p.tokenizer, p.gpu, p.source, p.chat_template)

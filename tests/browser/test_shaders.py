@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from piegpu.kernel import channel_layout
-from piegpu.model.shader_code import seq_code
 from piegpu.runtime.device import get_device
 from piegpu.model.shaders import binding_kinds, compose, includes, shader_root, standard_wgsl
 from tests.browser.model_capture import with_every_snippet
@@ -28,15 +27,15 @@ def extra(config) -> list:
     out = [("advance_accept", {"N": n, **channel_layout.shader_params()}, {}) for n in (1, 5)]
     if get_device().subgroup_lanes:  # the attention of CPU adapters without them (else captured)
         common = {"HD": config.head_dim, "QR": qr, "KR": kr, "SCALE": config.attention_scale, "WINDOW": 0,
-                  "GROUP": config.num_attention_heads // config.num_key_value_heads}
+                  "GROUP": config.num_attention_heads // config.num_key_value_heads, "PAGE": 16}
         out.append(("attention_tokens", {**common, "HEADS": config.num_attention_heads}, {"ATTEND": "attend"}))
-        out += [("attention", {**common, "WG": 8, "SEQS": G, **seq_code(G, "attention")}, {}) for G in (1, 2)]
+        out += [("attention", {**common, "WG": 8, "SEQS": G}, {"ATTEND_FN": "attend"}) for G in (1, 2)]
         # the norms: the plain one of those adapters, and lavapipe's own, which the default model's passes no
         # longer reach (its matmuls fold the norm in) but mixed readouts and sandwich norms do
         out += [(name, {"H4": config.hidden_size // 4, "EPS": float(config.rms_norm_eps), "ADD": add}, {})
                 for name, add in (("rmsnorm", False), ("rmsnorm_lanes", False), ("rmsnorm_lanes", True))]
         # and RoPE + KV write of batched passes whose sequences are not all one token each
-        out += [("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": config.head_dim, "SEQS": G, **seq_code(G, "rope_kv")}, {})
+        out += [("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": config.head_dim, "SEQS": G, "PAGE": 16}, {})
                 for G in (1, 2)]
     if "qk_prep" in all_shader_files():
         out += [("qk_prep", {"QR": qr, "KR": kr, "HD": config.head_dim, "BIAS": bias, "QK_NORM": norm,

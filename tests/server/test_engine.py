@@ -67,15 +67,44 @@ def test_jobs_prefilled_together_equal_each_prompt_alone(tiny):
     assert eng.batch.active == [] and eng.load == 0
 
 
-def test_a_prompt_extending_a_finished_one_reuses_its_kv(tiny):
+def test_a_second_turn_shares_the_cached_pages_of_the_first(tiny):
+    """A prompt extending a finished one (a chat's second turn) takes its full KV pages from the prefix cache:
+    shared, nothing copied on the device, the same tokens as a fresh prefill."""
+    P = tiny.kv_stats()["page_tokens"]
+    turn1 = " ".join(str(20 + i) for i in range(2 * P + 5))
     eng = Engine(tiny, max_batch=4)
-    first = run_jobs(eng, [job(tiny, PROMPTS[2], [RowParams(0.0)])])
+    first = run_jobs(eng, [job(tiny, turn1, [RowParams(0.0)])])
+    assert eng.cache.pages_held >= 2
     eng2 = Engine(tiny, max_batch=4)
-    eng2.cache = eng.cache  # the finished job's session is cached
-    longer = PROMPTS[2] + " " + " ".join(str(t) for t in tokens_of(first[0])[:3]) + " 11"
-    ev = run_jobs(eng2, [job(tiny, longer, [RowParams(0.0)])])
-    assert ev[0][-1]["usage"]["cached_tokens"] >= len(PROMPTS[2].split())
-    assert tokens_of(ev[0]) == alone(tiny, longer, max_tokens=6)
+    eng2.cache = eng.cache  # the first job's pages are cached
+    before = tiny.kv_stats()
+    turn2 = turn1 + " " + " ".join(str(t) for t in tokens_of(first[0])) + " 11 12"
+    ev = run_jobs(eng2, [job(tiny, turn2, [RowParams(0.0)])])
+    cached = ev[0][-1]["usage"]["cached_tokens"]
+    assert cached >= 2 * P and cached % P == 0
+    assert eng2.stats.shared_tokens == cached and eng2.stats.copied_tokens == 0
+    assert tiny.kv_stats()["copied_positions"] == before["copied_positions"]
+    assert tokens_of(ev[0]) == alone(tiny, turn2, max_tokens=6)
+
+
+def test_requests_wait_for_kv_pages_and_none_is_lost():
+    """A pool that holds two requests at a time: four requests all finish (two wait their turn), each
+    equal to its run alone; one that no pool of this size could hold fails with the fix."""
+    from piegpu.model.kv_pool import kv_bytes_per_position
+    cfg = tiny_config(layers=2, vocab=300, max_pos=64)
+    P = 16
+    pages = 64 // P + 1 + 4  # one whole context and page 0, then room for 2 requests of 2 pages
+    m = tiny_model(cfg, seed=5, kv_mb=pages * kv_bytes_per_position(cfg) * P / (1 << 20))[0]
+    eng = Engine(m, max_batch=8)
+    prompts = [" ".join(str(40 + 3 * k + i) for i in range(12)) for k in range(4)]
+    jobs = [job(m, p, [RowParams(0.0)], max_tokens=8) for p in prompts]
+    jobs.append(job(m, prompts[0], [RowParams(0.9, seed=s) for s in range(8)], max_tokens=40))
+    ev = run_jobs(eng, jobs)
+    for k, p in enumerate(prompts):
+        assert tokens_of(ev[k]) == alone(m, p, max_tokens=8), k
+    errors = [e["message"] for e in ev[4] if e["type"] == "error"]
+    assert errors and "KV pages" in errors[0] and "--kv-mb" in errors[0]
+    assert eng._kv_committed == 0 and m.kv_stats()["peak_pages_used"] <= pages - 1
 
 
 class Failing:
@@ -113,5 +142,7 @@ def test_a_burst_sharing_a_system_prompt_prefills_it_once(tiny):
     ev = run_jobs(eng, [job(tiny, p, [RowParams(0.0)]) for p in prompts])
     cached = [ev[k][-1]["usage"]["cached_tokens"] for k in range(4)]
     assert cached[0] == 0 and all(c >= 24 for c in cached[1:]), cached
+    P = tiny.kv_stats()["page_tokens"]  # full pages shared: at most a partly filled page copied per request
+    assert eng.stats.shared_tokens == sum(cached) and eng.stats.copied_tokens <= 3 * (P - 1)
     for k, p in enumerate(prompts):
         assert tokens_of(ev[k]) == alone(tiny, p, max_tokens=6), k

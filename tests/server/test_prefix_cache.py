@@ -1,44 +1,61 @@
-"""The server's prefix cache: its LRU and the longest shared prefix (streamed text: tests/textgen/test_stream.py)."""
+"""The server's prefix cache: a radix tree of KV pages (its sharing on the device: tests/server/test_engine.py)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import numpy as np
 
 from piegpu.server.prefix_cache import PrefixCache
 
 
-def session(tokens, size=256):
-    return SimpleNamespace(tokens=list(tokens), ws=SimpleNamespace(length=len(tokens), max_tokens=size))
+class Pool:
+    """The reference counting of model/kv_pool.py's KvPool, pages of 2 positions."""
+
+    page = 2
+
+    def __init__(self, pages=32):
+        self.refs = np.zeros(pages, np.int32)
+        self.evict = None
+
+    def ref(self, pages):
+        np.add.at(self.refs, pages, 1)
+
+    def unref(self, pages):
+        np.add.at(self.refs, pages, -1)
 
 
-def test_prefix_cache_finds_the_longest_shared_prefix_and_evicts_lru():
-    c = PrefixCache(max_tokens=3 * 256, max_entries=8)
-    a, b = session([1, 2, 3, 4, 5]), session([1, 2, 9, 9])
-    c.put(a)
-    c.put(b)
-    got, n = c.take([1, 2, 3, 4, 7, 8])
-    assert got is a and n == 4
-    got, n = c.take([1, 2, 3, 4, 5, 6])  # the last prompt token is never taken from the cache
-    assert got is a and n == 5
-    got, n = c.take([1, 2, 3, 4, 5])
-    assert got is a and n == 4
-    assert c.take([7, 7]) == (None, 0)
-    c.put(session([1, 2, 3]))  # a prefix of a cached entry: nothing new
-    assert len(c) == 2
-    longer = session([1, 2, 9, 9, 10])
-    c.put(longer)  # holds everything b does: b goes
-    assert len(c) == 2 and c.take([1, 2, 9, 9, 10, 11])[0] is longer
-    c.put(session([5]))
-    c.put(session([6]))  # 4 x 256 positions > the bound: the least recently used (a) goes
-    assert len(c) == 3 and c.take([1, 2, 3, 4, 0])[1] <= 2
+def test_prefix_cache_finds_the_longest_run_of_full_pages():
+    pool = Pool()
+    c = PrefixCache(pool, max_pages=16)
+    c.put([1, 2, 3, 4, 5], [10, 11, 12])  # two full pages; the partly filled third is not cached
+    assert len(c) == 2 and pool.refs[10] == pool.refs[11] == 1 and pool.refs[12] == 0
+    assert c.take([1, 2, 3, 4, 7, 8]) == ([10, 11], 4)
+    assert c.take([1, 2, 3, 4]) == ([10], 2)  # the last prompt token is never taken from the cache
+    assert c.take([1, 2, 3, 9, 9]) == ([10], 2)
+    assert c.take([7, 7, 7]) == ([], 0)
+    assert c.peek([1, 2, 3, 4, 0]) == 4
+    c.put([1, 2, 9, 9], [10, 20])  # shares the first page's node, adds a sibling
+    assert len(c) == 3 and pool.refs[10] == 1 and pool.refs[20] == 1
+    assert c.take([1, 2, 9, 9, 0]) == ([10, 20], 4)
+    assert c.hits == 4 and c.misses == 1
 
 
-def test_prefix_cache_never_holds_unknown_contents_or_oversized_sets():
-    c = PrefixCache(max_tokens=256)
-    c.put(session([1, -1, 3]))
-    c.put(session([1, 2], size=512))
-    s = session([1, 2, 3])
-    s.ws.length = 2  # the working set and the token list disagree
-    c.put(s)
-    assert len(c) == 0
-    assert PrefixCache(max_tokens=0).take([1, 2]) == (None, 0)
+def test_prefix_cache_stops_at_unknown_tokens_and_keeps_its_bound():
+    pool = Pool()
+    c = PrefixCache(pool, max_pages=3)
+    c.put([1, 2, -1, 4, 5, 6], [1, 2, 3])
+    assert len(c) == 1
+    c.put([7, 8, 9, 10, 11, 12], [4, 5, 6])  # 4 pages > 3: the least recently used leaf goes
+    assert len(c) == 3 and pool.refs[1] == 0 and c.evicted == 1
+    assert PrefixCache(Pool(), max_pages=0).take([1, 2, 3]) == ([], 0)
+
+
+def test_eviction_spares_pages_a_sequence_shares():
+    pool = Pool()
+    c = PrefixCache(pool, max_pages=16)
+    assert pool.evict == c.evict
+    c.put([1, 2, 3, 4], [1, 2])
+    c.put([5, 6, 7, 8], [3, 4])
+    pool.ref([4])  # a running sequence shares page 4
+    assert c.evict(10) == 2  # leaves first, parents after them; page 4 (shared) stays, and so does its parent
+    assert len(c) == 2 and c.take([5, 6, 7, 8, 0]) == ([3, 4], 4)
+    assert pool.refs[1] == pool.refs[2] == 0

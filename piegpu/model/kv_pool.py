@@ -1,0 +1,206 @@
+"""KvPool: a model's KV cache as one pool of fixed-size pages, with a page table per sequence.
+
+Per layer one K and one V buffer of `pages_total` pages, each holding `page_tokens`
+positions of every KV head. A sequence (a WorkingSet) owns a row of the `tables` buffer:
+[length, capacity, -, -, page id of positions 0..P-1, of P..2P-1, ...]; kernels map a
+position p to the pool row tables[row + 4 + p / P] * P + p % P. Rows start on 256-byte
+boundaries, so a single-sequence kernel binds its row as `state` (a buffer slice) and a
+kernel over several sequences binds the whole table and gets each row's offset in a uniform.
+
+Pages are reference-counted: a fork, a beam reorder and the prefix cache share the full
+pages of a prefix; only a page a sequence writes into must be its own (WorkingSet keeps
+that true). Page 0 is never handed out: table entries not yet allocated point to it, so a
+write past a sequence's pages (a clamped position) lands there and is never read.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+
+from ..errors import ValidationError
+
+PAGE_TOKENS = 16  # positions per page (see README, paged KV: 16 vs 32 measured)
+ROW_ALIGN = 256  # bytes: minStorageBufferOffsetAlignment, the most an adapter may ask
+MAX_TABLE_BYTES = 8 << 20
+DEFAULT_CONTEXTS = 2  # the default pool holds this many sequences of the model's whole context ...
+DEFAULT_MAX_MB = 1024  # ... up to this many MiB (or an eighth of RAM on CPU adapters)
+
+
+def kv_bytes_per_position(config) -> int:
+    """Bytes of K and V of one position over every layer (f32)."""
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * 4
+
+
+def check_page_tokens(page_tokens) -> int:
+    """page_tokens as an int power of two in 1..256 (ValidationError otherwise)."""
+    if isinstance(page_tokens, bool) or not isinstance(page_tokens, int) or not 1 <= page_tokens <= 256 \
+            or page_tokens & (page_tokens - 1):
+        raise ValidationError(f"page_tokens={page_tokens!r}: a KV page holds a power of two of positions in "
+                              "1..256. Fix: page_tokens=16 (the default)")
+    return page_tokens
+
+
+def _ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_kv_mb(config, is_cpu: bool) -> int:
+    """The pool size when none is given: DEFAULT_CONTEXTS whole contexts, at most DEFAULT_MAX_MB MiB
+    (on CPU adapters, whose memory is the host's, at most an eighth of RAM), never below one context."""
+    one = -(-kv_bytes_per_position(config) * (config.max_position_embeddings + 2 * PAGE_TOKENS) // (1 << 20))
+    cap = DEFAULT_MAX_MB
+    ram = _ram_bytes() if is_cpu else None
+    if ram:
+        cap = min(cap, ram // 8 >> 20)
+    return max(one, min(DEFAULT_CONTEXTS * one, cap))
+
+
+def pool_pages(config, kv_mb, page_tokens: int, is_cpu: bool) -> tuple:
+    """(page_tokens, pages) of a pool of kv_mb MiB (None: default_kv_mb); ValidationError for a bad size or
+    page, or a pool that cannot hold one sequence of the model's whole context."""
+    P = check_page_tokens(page_tokens)
+    if kv_mb is None:
+        kv_mb = default_kv_mb(config, is_cpu)
+    if isinstance(kv_mb, bool) or not isinstance(kv_mb, (int, float)) or not kv_mb > 0:
+        raise ValidationError(f"kv_mb={kv_mb!r}: the KV pool size must be a number of MiB > 0. Fix: kv_mb=512, "
+                              "or leave it out for the default")
+    per_page = kv_bytes_per_position(config) * P
+    pages = int(kv_mb * (1 << 20)) // per_page
+    context = config.max_position_embeddings
+    need = -(-context // P) + 1  # one whole context, and page 0
+    if pages < need:
+        raise ValidationError(f"kv_mb={kv_mb}: a pool of {pages} pages of {P} positions cannot hold one sequence "
+                              f"of the model's context ({context} positions = {need - 1} pages, plus one). "
+                              f"Fix: kv_mb >= {-(-need * per_page // (1 << 20))}, or leave it out for the default")
+    return P, pages
+
+
+class KvPool:
+    """The KV pages of one model: per-layer K/V buffers, the page tables, free lists and reference counts."""
+
+    def __init__(self, model, kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS):
+        import wgpu
+        c = model.config
+        self.device = model.device
+        self.page, self.pages_total = P, _ = pool_pages(c, kv_mb, page_tokens, model.dev.is_cpu)
+        kr = c.num_key_value_heads * c.head_dim
+        self.layer_page_bytes = P * kr * 4  # one layer's K (or V) of one page
+        self.bytes_per_page = 2 * c.num_hidden_layers * self.layer_page_bytes
+        self.context = c.max_position_embeddings
+        self.max_pages = -(-self.context // P)  # a table row's page entries
+        limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
+        if self.pages_total * self.layer_page_bytes > limit:
+            most = limit // self.layer_page_bytes * self.bytes_per_page >> 20
+            raise ValidationError(f"kv_mb={kv_mb}: one layer's K pages would exceed this adapter's "
+                                  f"{limit}-byte binding limit. Fix: kv_mb <= {most}")
+        use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        size = self.pages_total * self.layer_page_bytes
+        self.keys = [self.device.create_buffer(size=size, usage=use, label=f"kv-pool.k{i}")
+                     for i in range(c.num_hidden_layers)]
+        self.values = [self.device.create_buffer(size=size, usage=use, label=f"kv-pool.v{i}")
+                       for i in range(c.num_hidden_layers)]
+        self.row_words = -(-(4 + self.max_pages) * 4 // ROW_ALIGN) * ROW_ALIGN // 4
+        self.slots = max(64, min(4096, MAX_TABLE_BYTES // (self.row_words * 4)))
+        self.tables = self.device.create_buffer(size=self.slots * self.row_words * 4, usage=use, label="kv-pool.tables")
+        # a page's K and V of every layer on their way from one page to another (a buffer cannot copy into itself)
+        self._staging = self.device.create_buffer(size=self.bytes_per_page, usage=use, label="kv-pool.staging")
+        self.refs = np.zeros(self.pages_total, np.int32)
+        self.refs[0] = 1  # page 0: the target of unallocated entries, never handed out
+        self._free = list(range(self.pages_total - 1, 0, -1))  # a stack: low page ids first
+        self._free_slots = list(range(self.slots - 1, -1, -1))
+        self.evict = None  # callable(pages needed) -> pages freed: the prefix cache's LRU, set by its owner
+        self.copied_positions = 0  # positions copied on the device by forks, reorders and prefix reuse
+        self.page_copies = 0  # (partly filled) pages copied
+        self.peak_used = 0
+
+    # ---- accounting ---------------------------------------------------------------------------
+    @property
+    def pages_used(self) -> int:
+        """Pages held by sequences or the prefix cache (page 0 not counted)."""
+        return self.pages_total - 1 - len(self._free)
+
+    def stats(self) -> dict:
+        """What model.kv_stats() returns."""
+        return {"pages_total": self.pages_total - 1, "pages_used": self.pages_used, "pages_free": len(self._free),
+                "page_tokens": self.page, "bytes_per_page": self.bytes_per_page,
+                "bytes_used": self.pages_used * self.bytes_per_page,
+                "bytes_total": (self.pages_total - 1) * self.bytes_per_page, "peak_pages_used": self.peak_used,
+                "shared_pages": int((self.refs[1:] > 1).sum()), "copied_positions": self.copied_positions,
+                "page_copies": self.page_copies}
+
+    # ---- slots and pages ------------------------------------------------------------------------
+    def open_slot(self, capacity: int) -> int:
+        """A table row for a new sequence of up to `capacity` positions (length 0, no pages)."""
+        if not self._free_slots:
+            gc.collect()  # working sets in reference cycles (with their sessions) give theirs back
+        if not self._free_slots:
+            raise ValidationError(f"{self.slots} working sets are alive, the most this model's KV pool has page "
+                                  "tables for. Fix: drop working sets you no longer use (del ws)")
+        slot = self._free_slots.pop()
+        row = np.zeros(self.row_words, np.uint32)
+        row[1] = capacity
+        self.device.queue.write_buffer(self.tables, slot * self.row_words * 4, row.tobytes())
+        return slot
+
+    def close_slot(self, slot: int, pages: list) -> None:
+        """Give back a retired sequence's row and its references to `pages`."""
+        self.unref(pages)
+        pages.clear()
+        self._free_slots.append(slot)
+
+    def alloc(self, n: int, who: str) -> list:
+        """n fresh pages (reference count 1); evicts cached prefixes when short, else ValidationError naming `who`."""
+        if n > len(self._free):
+            gc.collect()
+        if n > len(self._free) and self.evict is not None:
+            self.evict(n - len(self._free))
+        if n > len(self._free):
+            raise ValidationError(
+                f"the KV pool is full: {who} needs {n} more page(s) of {self.page} positions, {len(self._free)} "
+                f"of {self.pages_total - 1} are free. Fix: a bigger pool (load_model(kv_mb=...), piegpu serve "
+                "--kv-mb), fewer or shorter sequences at once, or drop working sets you no longer use")
+        got = [self._free.pop() for _ in range(n)]
+        self.refs[got] = 1
+        self.peak_used = max(self.peak_used, self.pages_used)
+        return got
+
+    def ref(self, pages: list) -> None:
+        """One more holder of each page."""
+        if pages:
+            np.add.at(self.refs, pages, 1)
+
+    def unref(self, pages: list) -> None:
+        """One holder fewer of each page; pages nobody holds go back to the free list."""
+        for p in pages:
+            self.refs[p] -= 1
+            if self.refs[p] == 0:
+                self._free.append(p)
+
+    def write_entries(self, slot: int, first: int, pages: list) -> None:
+        """Table entries first, first + 1, ... of `slot` := pages."""
+        if pages:
+            self.device.queue.write_buffer(self.tables, (slot * self.row_words + 4 + first) * 4,
+                                           np.asarray(pages, np.uint32).tobytes())
+
+    def write_header(self, slot: int, length: int) -> None:
+        """The device's length word of `slot`."""
+        self.device.queue.write_buffer(self.tables, slot * self.row_words * 4, np.array([length], np.uint32).tobytes())
+
+    def copy_positions(self, enc, src: int, dst: int, n: int) -> None:
+        """Record copies of positions 0..n-1 of page `src` into page `dst`, every layer's K and V."""
+        if n <= 0:
+            return
+        nbytes = n * self.layer_page_bytes // self.page
+        bufs = self.keys + self.values
+        for i, buf in enumerate(bufs):
+            enc.copy_buffer_to_buffer(buf, src * self.layer_page_bytes, self._staging, i * self.layer_page_bytes, nbytes)
+        for i, buf in enumerate(bufs):
+            enc.copy_buffer_to_buffer(self._staging, i * self.layer_page_bytes, buf, dst * self.layer_page_bytes, nbytes)
+        self.copied_positions += n
+        self.page_copies += 1

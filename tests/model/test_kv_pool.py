@@ -1,0 +1,140 @@
+"""The paged KV pool: pages as sequences grow and shrink, copy-on-write forks, sizes and errors at load."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from piegpu.errors import ValidationError
+from piegpu.model.kv_pool import check_page_tokens, kv_bytes_per_position, pool_pages
+
+
+def test_fork_continues_exactly_like_its_original(default_model):
+    """The issue's repro: after a generation on ws, ws and ws.fork() continue with the same tokens (the
+    fork carries the drawn token the session holds pending)."""
+    m = default_model
+    ws = m.working_set(256)
+    m.generate("Once upon a time", max_tokens=2, working_set=ws, temperature=0).run()
+    fork = ws.fork()
+    a = m.generate(" in a land", max_tokens=6, working_set=ws, temperature=0)
+    a.run()
+    b = m.generate(" in a land", max_tokens=6, working_set=fork, temperature=0)
+    b.run()
+    assert a.tokens == b.tokens
+
+
+def test_fork_of_a_long_sequence_shares_full_pages(default_model):
+    """A fork of a 1000-token sequence copies at most one (partly filled) page: counters of the pool."""
+    m = default_model
+    ws = m.working_set(1100)
+    m.gpu.forward(ws, np.arange(1000) % 5000 + 100)
+    P = m.kv_stats()["page_tokens"]
+    before = m.kv_stats()
+    fork = ws.fork()
+    after = m.kv_stats()
+    assert after["page_copies"] - before["page_copies"] <= 1
+    assert after["copied_positions"] - before["copied_positions"] == 1000 % P
+    assert after["pages_used"] - before["pages_used"] == (1 if 1000 % P else 0)
+    assert after["shared_pages"] - before["shared_pages"] == 1000 // P
+    # both continue alike, and the original's logits are untouched by the fork's tokens
+    x = m.gpu.forward(fork, [42, 43])
+    y = m.gpu.forward(ws, [42, 43])
+    np.testing.assert_array_equal(x, y)
+    z = m.gpu.forward(fork, [7])
+    w = m.gpu.forward(ws, [9])
+    assert not np.array_equal(z, w)
+    del fork, ws
+    gc.collect()
+
+
+def test_pages_follow_the_sequence(default_model):
+    """Pages are taken as a sequence grows, given back as it shrinks and when it is dropped."""
+    m = default_model
+    gc.collect()
+    base = m.kv_stats()["pages_used"]
+    P = m.kv_stats()["page_tokens"]
+    ws = m.working_set(4096)
+    assert m.kv_stats()["pages_used"] == base  # max_tokens reserves nothing
+    m.gpu.forward(ws, list(range(100, 100 + 3 * P + 1)))
+    assert m.kv_stats()["pages_used"] == base + 4
+    ws.set_length(P)
+    assert m.kv_stats()["pages_used"] == base + 1
+    ws.reset()
+    assert m.kv_stats()["pages_used"] == base
+    m.gpu.forward(ws, [5, 6, 7])
+    del ws
+    gc.collect()
+    assert m.kv_stats()["pages_used"] == base
+
+
+def test_rewinding_into_a_shared_page_copies_it(default_model):
+    """Truncating a fork into a page it shares gives it its own copy: the original's positions stay."""
+    m = default_model
+    P = m.kv_stats()["page_tokens"]
+    ids = list(range(200, 200 + 3 * P))
+    ws = m.working_set(512)
+    m.gpu.forward(ws, ids)
+    fork = ws.fork()
+    fork.set_length(P + 3)
+    m.gpu.forward(fork, [1, 2, 3, 4, 5])  # overwrites positions P + 3 .. P + 7 of its own page
+    alone = m.working_set(512)
+    m.gpu.forward(alone, ids)
+    np.testing.assert_array_equal(m.gpu.forward(ws, [9]), m.gpu.forward(alone, [9]))
+
+
+def test_kv_stats_fields(default_model):
+    s = default_model.kv_stats()
+    for key in ("pages_total", "pages_used", "page_tokens", "bytes_per_page"):
+        assert isinstance(s[key], int)
+    c = default_model.config
+    assert s["bytes_per_page"] == kv_bytes_per_position(c) * s["page_tokens"]
+    assert s["pages_total"] * s["page_tokens"] >= c.max_position_embeddings
+
+
+def test_bad_pool_arguments(default_model):
+    c = default_model.config
+    for bad in (0, 3, 12, 1000, 1.5, True, "16"):
+        with pytest.raises(ValidationError, match="power of two"):
+            check_page_tokens(bad)
+    for bad in (0, -5, True, "512"):
+        with pytest.raises(ValidationError, match="kv_mb"):
+            pool_pages(c, bad, 16, True)
+    with pytest.raises(ValidationError, match="cannot hold one sequence of the model's context"):
+        pool_pages(c, 8, 16, True)
+    P, pages = pool_pages(c, None, 16, True)
+    assert pages * P >= c.max_position_embeddings
+
+
+def test_load_model_rejects_a_bad_pool():
+    """The errors come at load, before any weights are uploaded."""
+    from piegpu import load_model
+    with pytest.raises(ValidationError, match="power of two"):
+        load_model(verbose=False, page_tokens=24)
+    with pytest.raises(ValidationError, match="kv_mb"):
+        load_model(verbose=False, kv_mb=0)
+    with pytest.raises(ValidationError, match="cannot hold one sequence"):
+        load_model(verbose=False, kv_mb=16)
+
+
+def test_out_of_pages_names_the_sequence_and_the_fix():
+    """A pool that runs out mid-generation raises a ValidationError saying what to do; the pool is intact."""
+    from tests.helpers import tiny_config, tiny_model
+    cfg = tiny_config()
+    P = 16
+    pages = -(-cfg.max_position_embeddings // P) + 1 + 3  # one whole context, page 0, three more
+    m, _ = tiny_model(cfg, kv_mb=pages * kv_bytes_per_position(cfg) * P / (1 << 20))
+    gpu = m.gpu
+    stats = gpu.kv_stats()
+    assert stats["pages_total"] == pages - 1
+    wss = []
+    with pytest.raises(ValidationError, match=r"KV pool is full.*Fix: a bigger pool"):
+        for _ in range(stats["pages_total"] + 1):
+            ws = gpu.working_set(stats["page_tokens"] * 2)
+            wss.append(ws)
+            gpu.forward(ws, [1] * (stats["page_tokens"] + 1))
+    assert gpu.kv_stats()["pages_free"] <= 1
+    wss.clear()
+    gc.collect()
+    assert gpu.kv_stats()["pages_used"] == 0
