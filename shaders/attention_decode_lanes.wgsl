@@ -11,8 +11,7 @@
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]
 @group(0) @binding(1) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
 @group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, row, -)
-@group(0) @binding(3) var<storage, read> kc: array<vec4<f32>>;  // [pool row][kv_heads * HD]
-@group(0) @binding(4) var<storage, read> vc: array<vec4<f32>>;
+{{KV}}
 @group(0) @binding(5) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
 
 //! include blocks/attention_consts

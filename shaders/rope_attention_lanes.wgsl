@@ -17,6 +17,10 @@
 @group(0) @binding(4) var<storage, read_write> kc: array<vec4<f32>>;  // [pool row][kv_heads * HD]
 @group(0) @binding(5) var<storage, read_write> vc: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
+// KV in storage buffers only: this kernel writes the token's K and V and reads the others' in one
+// dispatch (with KV textures the batched pass runs rope_kv_seqs.wgsl, then attention_decode_lanes.wgsl)
+fn k_at(i: u32) -> vec4<f32> { return kc[i]; }
+fn v_at(i: u32) -> vec4<f32> { return vc[i]; }
 
 const HD: u32 = {{HD}}u;
 //! include blocks/attention_consts

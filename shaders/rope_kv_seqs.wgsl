@@ -8,8 +8,7 @@
 @group(0) @binding(1) var<storage, read_write> q: array<vec2<f32>>;   // [T][QR / 2]
 @group(0) @binding(2) var<storage, read> rope: array<vec2<f32>>;      // [position][HD / 2] (cos, sin)
 @group(0) @binding(3) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, row, -)
-@group(0) @binding(4) var<storage, read_write> kc: array<vec2<f32>>;  // [pool row][KR / 2]
-@group(0) @binding(5) var<storage, read_write> vc: array<vec2<f32>>;
+{{KV_WRITE}}
 @group(0) @binding(6) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
 
 const QR: u32 = {{QR}}u;
@@ -39,5 +38,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   }
   let k = r >= QR + KR;  // a v row, else a k row
   let at = kv_row(tb, pos) * (KR / 2u) + (select(r - QR, r - QR - KR, k)) / 2u;
-  if (k) { vc[at] = v; } else { kc[at] = v; }
+  if (k) { v_put(at, v); } else { k_put(at, v); }
 }

@@ -115,7 +115,7 @@ class GpuModel:
         matrices = [m for L in self.layers for m in (L.qkv, L.o, L.gate_up, L.down)]
         matrices += [self.embed] + ([] if self.lm_head is self.embed else [self.lm_head])
         self.weight_bytes = sum(m.nbytes for m in matrices)
-        self.kv = KvPool(self, kv_mb, page_tokens)  # every working set's KV pages
+        self.kv = KvPool(self, kv_mb, page_tokens, textures)  # every working set's KV pages
         self._working_sets = weakref.WeakSet()  # released with everything else
         self.closed = False
 

@@ -80,9 +80,11 @@ class Kernels:
         c = self.config
         pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-        self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page},
+        kv, kv_params = self._kv(True, 4)
+        self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page,
+                                                     **kv_params},
                      {3: q, 4: pool.keys[layer], 5: pool.values[layer], 6: ws.state, 7: rope}, key, splits=(qr, kr),
-                     binds=binds)
+                     binds=binds, ep_snippets=kv)
 
     def _seqs_param(self, seqs: list):
         """The uniform of a several-sequence kernel: (tokens, first token, table row offset, -) per sequence
@@ -96,6 +98,13 @@ class Kernels:
                 "GROUP": c.num_attention_heads // c.num_key_value_heads, "SCALE": c.attention_scale, "WINDOW": window,
                 "PAGE": self.gpu.kv.page}
 
+    def _kv(self, write: bool, kc: int) -> tuple:
+        """(snippets, params) binding the KV pool's layer at kc (K) and kc + 1 (V): read or written
+        (shaders/blocks/kv_*.wgsl, as model/kv_pages.py stores the pages)."""
+        store = self.gpu.kv.store
+        key = "KV_WRITE" if write else "KV"
+        return {key: store.write_snippet if write else store.read_snippet}, {"KC": kc, "VC": kc + 1, **store.params}
+
     def attention(self, q, ws, layer: int, out, key: tuple, tokens: int | None = None, first: int = 0,
                   binds: dict | None = None, window: int = 0) -> None:
         """out = softmax(q k^T / sqrt(d)) v per head over the cached positions of working set `ws` (causal, GQA).
@@ -106,12 +115,14 @@ class Kernels:
         c = self.config
         pool = self.gpu.kv
         n = self.T if tokens is None else tokens
-        params = self._attention_params(window)
+        kv, kv_params = self._kv(False, 1)
+        params = {**self._attention_params(window), **kv_params}
         if n >= ATTENTION_TOKENS_FROM and self.gpu.dev.subgroup_lanes:  # 8 tokens of a head share K/V loads
-            k = self.gpu.lib.kernel("attention_lanes", {**params, "LANES": lane_code(c.head_dim // 4)})
+            k = self.gpu.lib.kernel("attention_lanes", {**params, "LANES": lane_code(c.head_dim // 4)}, kv)
             groups = (ceil(n / 8), c.num_attention_heads, 1)
         elif n >= ATTENTION_TOKENS_FROM and self.gpu.dev.is_cpu:  # an invocation per (token, head), no barrier
-            k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads}, {"ATTEND": "attend"})
+            k = self.gpu.lib.kernel("attention_tokens", {**params, "HEADS": c.num_attention_heads},
+                                    {"ATTEND": "attend", **kv})
             groups = (ceil(n * c.num_attention_heads / 16), 1, 1)
         else:  # a workgroup per (head, token), its threads splitting the positions
             self._attention([(ws, first, n)], layer, q, out, self.scope + key + (n, first), binds, window)
@@ -129,11 +140,12 @@ class Kernels:
 
         Where every sequence has one token and the adapter has 8-lane subgroups, one dispatch
         (rope_attention_lanes.wgsl): rotation, KV write and attention; else rope_kv_seqs.wgsl writes
-        the rotated q and the KV cache, then attention reads them. Every sequence in one dispatch:
+        the rotated q and the KV cache, then attention reads them (always with KV textures: a dispatch
+        cannot read a texture it writes). Every sequence in one dispatch:
         they share the pool's buffers and differ by their page-table rows.
         """
         window = self.config.window(layer)
-        if not (self.gpu.dev.subgroup_lanes and all(n == 1 for *_, n in seqs)):
+        if not (self.gpu.dev.subgroup_lanes and all(n == 1 for *_, n in seqs)) or self.gpu.kv.textures:
             self.rope_kv_seqs(qkv, q, rope, seqs, layer)
             self._attention(seqs, layer, q, out, window=window)
             return
@@ -154,16 +166,17 @@ class Kernels:
         c = self.config
         pool = self.gpu.kv
         G = len(seqs)
-        params = {**self._attention_params(window), "SEQS": G}
+        kv, kv_params = self._kv(False, 3)
+        params = {**self._attention_params(window), "SEQS": G, **kv_params}
         heads = c.num_attention_heads
         if self.gpu.dev.subgroup_lanes:  # lanes split the head, no barrier (attention_decode_lanes.wgsl)
             hg = lane_heads(params["GROUP"])
             k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg,
-                                                               "ATTEND": decode_lane_code(c.head_dim // 4, hg)})
+                                                               "ATTEND": decode_lane_code(c.head_dim // 4, hg)}, kv)
             heads //= hg
         else:
             k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1)},
-                                    {"ATTEND_FN": "attend"})
+                                    {"ATTEND_FN": "attend", **kv})
         bufs = {0: q, 1: out, 2: self._seqs_param(seqs), 3: pool.keys[layer], 4: pool.values[layer], 5: pool.tables}
         self.rec.dispatch(k, bufs, (heads, max(n for *_, n in seqs), G), "attention", key, binds)
 
@@ -172,8 +185,9 @@ class Kernels:
         c = self.config
         pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+        kv, kv_params = self._kv(True, 4)
         k = self.gpu.lib.kernel("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": len(seqs),
-                                                 "PAGE": pool.page})
+                                                 "PAGE": pool.page, **kv_params}, kv)
         bufs = {0: qkv, 1: q, 2: rope, 3: self._seqs_param(seqs), 4: pool.keys[layer], 5: pool.values[layer],
                 6: pool.tables}
         pairs = (qr + 2 * kr) // 2
@@ -231,7 +245,8 @@ class Kernels:
 
     # ---- matvec plumbing --------------------------------------------------------------------
     def _matvec(self, m: GpuMatrix, x, tokens: int, norm, epilogue: str, ep_params: dict, ep_bufs: dict,
-                key: tuple, splits: tuple = (), binds: dict | None = None, x_row: int = 0) -> None:
+                key: tuple, splits: tuple = (), binds: dict | None = None, x_row: int = 0,
+                ep_snippets: dict | None = None) -> None:
         """y = W x (+ epilogue) for `tokens` rows of x (one token: at row x_row), over every row chunk of W.
 
         One token reads x through a uniform binding with the norm folded in; several
@@ -264,7 +279,7 @@ class Kernels:
             groups = [(t0, min(per, tokens - t0)) for t0 in range(0, tokens, per)]
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
         for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
-            snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}"}
+            snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}", **(ep_snippets or {})}
             R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"),
                                              tokens=tokens)
             for t0, tn in groups:

@@ -1,7 +1,7 @@
 """KvPool: a model's KV cache as one pool of fixed-size pages, with a page table per sequence.
 
-Per layer one K and one V buffer of `pages_total` pages, each holding `page_tokens`
-positions of every KV head. A sequence (a WorkingSet) owns a row of the `tables` buffer:
+Per layer one K and one V store (buffers, or textures on CPU adapters: model/kv_pages.py) of
+`pages_total` pages, each holding `page_tokens` positions of every KV head. A sequence (a WorkingSet) owns a row of the `tables` buffer:
 [length, capacity, -, -, page id of positions 0..P-1, of P..2P-1, ...]; kernels map a
 position p to the pool row tables[row + 4 + p / P] * P + p % P. Rows start on 256-byte
 boundaries, so a single-sequence kernel binds its row as `state` (a buffer slice) and a
@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from ..errors import ValidationError
+from .kv_pages import MAX_TEXTURE, StoragePages, TexturePages, texture_rows
 
 PAGE_TOKENS = 16  # positions per page (see README, paged KV: 16 vs 32 measured)
 ROW_ALIGN = 256  # bytes: minStorageBufferOffsetAlignment, the most an adapter may ask
@@ -84,7 +85,7 @@ def pool_pages(config, kv_mb, page_tokens: int, is_cpu: bool) -> tuple:
 class KvPool:
     """The KV pages of one model: per-layer K/V buffers, the page tables, free lists and reference counts."""
 
-    def __init__(self, model, kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS):
+    def __init__(self, model, kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, textures: bool = False):
         import wgpu
         c = model.config
         self.device = model.device
@@ -94,22 +95,23 @@ class KvPool:
         self.bytes_per_page = 2 * c.num_hidden_layers * self.layer_page_bytes
         self.context = c.max_position_embeddings
         self.max_pages = -(-self.context // P)  # a table row's page entries
-        limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
-        if self.pages_total * self.layer_page_bytes > limit:
-            most = limit // self.layer_page_bytes * self.bytes_per_page >> 20
-            raise ValidationError(f"kv_mb={kv_mb}: one layer's K pages would exceed this adapter's "
-                                  f"{limit}-byte binding limit. Fix: kv_mb <= {most}")
+        rows = self.pages_total * P
+        per_row = texture_rows(kr, P, model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE)) if textures else 0
+        if per_row and -(-rows // per_row) <= model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE):
+            self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row)
+        else:
+            limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
+            if self.pages_total * self.layer_page_bytes > limit:
+                most = limit // self.layer_page_bytes * self.bytes_per_page >> 20
+                raise ValidationError(f"kv_mb={kv_mb}: one layer's K pages would exceed this adapter's "
+                                      f"{limit}-byte binding limit. Fix: kv_mb <= {most}")
+            self.store = StoragePages(self.device, c.num_hidden_layers, rows, kr, P)
+        self.keys, self.values = self.store.keys, self.store.values  # per layer: what kernels bind
+        self.textures = isinstance(self.store, TexturePages)
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-        size = self.pages_total * self.layer_page_bytes
-        self.keys = [self.device.create_buffer(size=size, usage=use, label=f"kv-pool.k{i}")
-                     for i in range(c.num_hidden_layers)]
-        self.values = [self.device.create_buffer(size=size, usage=use, label=f"kv-pool.v{i}")
-                       for i in range(c.num_hidden_layers)]
         self.row_words = -(-(4 + self.max_pages) * 4 // ROW_ALIGN) * ROW_ALIGN // 4
         self.slots = max(64, min(4096, MAX_TABLE_BYTES // (self.row_words * 4)))
         self.tables = self.device.create_buffer(size=self.slots * self.row_words * 4, usage=use, label="kv-pool.tables")
-        # a page's K and V of every layer on their way from one page to another (a buffer cannot copy into itself)
-        self._staging = self.device.create_buffer(size=self.bytes_per_page, usage=use, label="kv-pool.staging")
         self.refs = np.zeros(self.pages_total, np.int32)
         self.refs[0] = 1  # page 0: the target of unallocated entries, never handed out
         self._free = list(range(self.pages_total - 1, 0, -1))  # a stack: low page ids first
@@ -196,11 +198,6 @@ class KvPool:
         """Record copies of positions 0..n-1 of page `src` into page `dst`, every layer's K and V."""
         if n <= 0:
             return
-        nbytes = n * self.layer_page_bytes // self.page
-        bufs = self.keys + self.values
-        for i, buf in enumerate(bufs):
-            enc.copy_buffer_to_buffer(buf, src * self.layer_page_bytes, self._staging, i * self.layer_page_bytes, nbytes)
-        for i, buf in enumerate(bufs):
-            enc.copy_buffer_to_buffer(self._staging, i * self.layer_page_bytes, buf, dst * self.layer_page_bytes, nbytes)
+        self.store.copy(enc, src, dst, n)
         self.copied_positions += n
         self.page_copies += 1

@@ -97,8 +97,8 @@ def lane_code(HD4: int) -> str:
     add("  let base = (off + p) * KR4 + kvb;")
     add("  let live = p >= mine.x && p < mine.y;")
     for c in range(loads):
-        add(f"  let kl{c} = kc[base + min({8 * c}u + lane, HD4 - 1u)];")
-        add(f"  let vl{c} = vc[base + min({8 * c}u + lane, HD4 - 1u)];")
+        add(f"  let kl{c} = k_at(base + min({8 * c}u + lane, HD4 - 1u));")
+        add(f"  let vl{c} = v_at(base + min({8 * c}u + lane, HD4 - 1u));")
     add("  let s4 = " + " + ".join(f"q{i} * subgroupBroadcast(kl{i // 8}, {i % 8}u)" for i in range(HD4)) + ";")
     add("  let s = s4.x + s4.y + s4.z + s4.w;")
     add("  let m2 = select(m, max(m, s), live);")
@@ -121,13 +121,14 @@ def lane_code(HD4: int) -> str:
 def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
     """attend() of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl).
 
-    HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's q and output
-    (zero past the head); per position one load of each K and V vec4 for all HG heads, a
-    subgroupAdd per head, the online softmax of attend.wgsl (uniform over the lanes), then the
-    stores. The positions are walked page by page: one page-table read per page of the sequence
-    whose table row starts at word tb (blocks/pages.wgsl). With rope, q and the token's k come
-    rotated from the QKV rows, k and v go to the token's page (from the KV head's first workgroup)
-    and the token's own position is taken from registers.
+    HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's output (zero
+    past the head). The positions go in blocks of 8, one a lane: the lane scores its position
+    against every head from its whole K row (found through the page table of the sequence whose
+    row starts at word tb, blocks/pages.wgsl), then one subgroupMax, one exp and one subgroupAdd
+    per head and block update the online softmax of attend.wgsl, and the block's 8 V rows are
+    added with their weights broadcast. With rope, q and the token's k come rotated from the QKV
+    rows, k and v go to the token's page (from the KV head's first workgroup) and the token's own
+    position is taken from registers.
     """
     parts = range((HD4 + 7) // 8)
     idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
@@ -175,15 +176,40 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
         add(f"  var m{h} = LOW;")
         add(f"  var l{h} = 0.0;")
     end = "pos" if rope else "n"
-    add(f"  for (var p0 = first - first % PAGE; p0 < {end}; p0 += PAGE) {{")
-    add("    let off = tables[tb + 4u + p0 / PAGE] * PAGE - p0;  // + p: the pool row of position p (u32 wraps)")
-    add(f"    for (var p = max(p0, first); p < min(p0 + PAGE, {end}); p++) {{")
-    add("      let base = (off + p) * KR4 + kvb;")
-    for c in parts:
-        add(f"      let k{c} = kc[base + {idx[c]}];")
-        add(f"      let v{c} = vc[base + {idx[c]}];")
-    update("k{c}", "v{c}", "      ")
-    add("    }")
+    # Blocks of 8 positions, one a lane: each lane's score from the whole K row of its position (q held
+    # whole in every lane), one max, one exp and one sum per block and head (not per position), then
+    # the 8 positions' V rows added to the lanes' output vec4s with the weights broadcast.
+    full = "rot(qkv[row + (head + {h}u) * HD4 + {i}u], pos, {i}u)" if rope else "q[qo + {h}u * HD4 + {i}u]"
+    for h in range(HG):
+        for i in range(HD4):
+            add(f"  let qf{h}_{i} = {full.format(h=h, i=i)} * SCALE;")
+    add(f"  for (var b = first; b < {end}; b += 8u) {{")
+    add(f"    let p = min(b + lane, {end} - 1u);")
+    add(f"    let live = b + lane < {end};")
+    add("    let ka = kv_row(tb, p) * KR4 + kvb;")
+    for h in range(HG):
+        add(f"    var t{h} = vec4<f32>(0.0);")
+    for i in range(HD4):
+        add(f"    let kk{i} = k_at(ka + {i}u);")
+        for h in range(HG):
+            add(f"    t{h} += qf{h}_{i} * kk{i};")
+    for h in range(HG):
+        add(f"    let s{h} = select(LOW, t{h}.x + t{h}.y + t{h}.z + t{h}.w, live);")
+        add(f"    let n{h} = max(m{h}, subgroupMax(s{h}));")
+        add(f"    let c{h} = exp(m{h} - n{h});")
+        add(f"    let e{h} = select(0.0, exp(s{h} - n{h}), live);")
+        add(f"    l{h} = l{h} * c{h} + subgroupAdd(e{h});")
+        for c in parts:
+            add(f"    a{h}_{c} *= c{h};")
+        add(f"    m{h} = n{h};")
+    for j in range(8):
+        add(f"    let r{j} = subgroupBroadcast(ka, {j}u);")
+        for c in parts:
+            add(f"    let v{j}_{c} = v_at(r{j} + {idx[c]});")
+        for h in range(HG):
+            add(f"    let w{j}_{h} = subgroupBroadcast(e{h}, {j}u);")
+            for c in parts:
+                add(f"    a{h}_{c} += w{j}_{h} * v{j}_{c};")
     add("  }")
     if rope:
         add("  {  // the token's own position")

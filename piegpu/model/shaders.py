@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable  # Python 3.11+; 3.10 has the same class in importlib.abc
 
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var(?:<(uniform|storage,\s*read_write|storage,\s*read)>\s*\w+"
-                      r"|\s+\w+\s*:\s*(texture_2d<u32>))")
+                      r"|\s+\w+\s*:\s*(texture_2d<u32>|texture_2d<f32>|texture_storage_2d<rg32float,\s*write>))")
+_TEXTURE_KINDS = {"texture_2d<u32>": "texture-uint", "texture_2d<f32>": "texture-float"}
 
 
 @lru_cache(maxsize=None)
@@ -99,11 +100,12 @@ def standard_wgsl(src: str) -> str:
 
 
 def binding_kinds(src: str) -> list:
-    """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint')] declared in a WGSL source."""
+    """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint' | 'texture-float' |
+    'texture-rg32-write')] declared in a WGSL source."""
     out = []
     for idx, kind, texture in _BINDING.findall(src):
         if texture:
-            kind = "texture-uint"
+            kind = _TEXTURE_KINDS.get(texture, "texture-rg32-write")
         else:
             kind = "uniform" if kind == "uniform" else ("storage-rw" if "read_write" in kind else "storage-read")
         out.append((int(idx), kind))
@@ -120,9 +122,14 @@ class Kernel:
         types = {"uniform": wgpu.BufferBindingType.uniform,
                  "storage-read": wgpu.BufferBindingType.read_only_storage,
                  "storage-rw": wgpu.BufferBindingType.storage}
-        texture = {"sample_type": wgpu.TextureSampleType.uint, "view_dimension": "2d"}
+        textures = {"texture-uint": {"texture": {"sample_type": wgpu.TextureSampleType.uint, "view_dimension": "2d"}},
+                    "texture-float": {"texture": {"sample_type": wgpu.TextureSampleType.unfilterable_float,
+                                                  "view_dimension": "2d"}},
+                    "texture-rg32-write": {"storage_texture": {"access": wgpu.StorageTextureAccess.write_only,
+                                                               "format": wgpu.TextureFormat.rg32float,
+                                                               "view_dimension": "2d"}}}
         entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                    **({"texture": texture} if k == "texture-uint" else {"buffer": {"type": types[k]}})}
+                    **(textures[k] if k in textures else {"buffer": {"type": types[k]}})}
                    for i, k in self.bindings]
         self.layout = device.create_bind_group_layout(entries=entries)
         try:
@@ -140,7 +147,7 @@ class Kernel:
             b = buffers.get(i)
             if b is None:
                 raise CompileError(f"shader {self.label}: binding {i} has no buffer")
-            if kind == "texture-uint":
+            if kind.startswith("texture"):
                 entries.append({"binding": i, "resource": b})
             elif isinstance(b, tuple):
                 buf, off, size = b

@@ -3,8 +3,7 @@
 // so each pair is rotated here; q goes to its buffer, k and v into the sequence's KV page
 // of position tables[0] + t (the sequence length before this pass).
 @group(0) @binding(3) var<storage, read_write> q: array<f32>;
-@group(0) @binding(4) var<storage, read_write> kc: array<f32>;
-@group(0) @binding(5) var<storage, read_write> vc: array<f32>;
+{{KV_WRITE}}
 @group(0) @binding(6) var<storage, read> tables: array<u32>;  // the sequence's page-table row (blocks/pages.wgsl)
 @group(0) @binding(7) var<storage, read> rope: array<vec2<f32>>;  // [position][HD / 2] (cos, sin)
 const QR: u32 = {{QR}}u;
@@ -26,10 +25,8 @@ fn epilogue(t: u32, r: u32, a0: f32, b0: f32) {
     q[t * QR + r] = a;
     q[t * QR + r + 1u] = b;
   } else if (r < QR + KR) {
-    kc[row * KR + r - QR] = a;
-    kc[row * KR + r - QR + 1u] = b;
+    k_put((row * KR + r - QR) / 2u, vec2<f32>(a, b));  // r and QR are even: one pair
   } else {
-    vc[row * KR + r - QR - KR] = a;
-    vc[row * KR + r - QR - KR + 1u] = b;
+    v_put((row * KR + r - QR - KR) / 2u, vec2<f32>(a, b));
   }
 }

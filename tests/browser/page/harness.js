@@ -53,8 +53,19 @@ const harness = (() => {
       if (kind === "texture-uint") {
         return {binding, visibility: GPUShaderStage.COMPUTE, texture: {sampleType: "uint", viewDimension: "2d"}};
       }
+      if (kind === "texture-float") {
+        return {binding, visibility: GPUShaderStage.COMPUTE,
+                texture: {sampleType: "unfilterable-float", viewDimension: "2d"}};
+      }
+      if (kind === "texture-rg32-write") {
+        return {binding, visibility: GPUShaderStage.COMPUTE,
+                storageTexture: {access: "write-only", format: "rg32float", viewDimension: "2d"}};
+      }
       const type = BUFFER_TYPES[kind];
-      if (!type) throw new Error(`unknown binding kind ${kind} (use ${Object.keys(BUFFER_TYPES)}, texture-uint)`);
+      if (!type) {
+        throw new Error(`unknown binding kind ${kind} (use ${Object.keys(BUFFER_TYPES)}, texture-uint, texture-float, ` +
+                        "texture-rg32-write)");
+      }
       return {binding, visibility: GPUShaderStage.COMPUTE, buffer: {type}};
     });
     const group = device.createBindGroupLayout({entries});

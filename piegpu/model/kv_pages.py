@@ -1,0 +1,94 @@
+"""Where the KV pool's pages live on the device: storage buffers, or rg32float textures on CPU adapters.
+
+Both hold, per layer, K and V as pool rows of KR floats (row = page * page_tokens + position in the
+page). Kernels reach them through the WGSL of shaders/blocks/kv_{read,write}_{storage,texture}.wgsl
+(k_at / v_at read a vec4, k_put / v_put write a pair), so one attention source serves both; the
+binding resources, the snippets, their parameters and the page copies are what differ.
+
+Textures, because on lavapipe a storage load is a loop over the lanes while a texel fetch is a
+gather: the decode attention over 2000 positions read its K and V rows in 0.26x the time (rg32float;
+rgba32float would be faster still, but the QKV epilogue writes value pairs, and a texel is written
+whole). A texture row holds KV_ROWS pool rows (a power of two that page_tokens divides), so a page
+is one run of texels in one texture row.
+"""
+
+from __future__ import annotations
+
+MAX_TEXTURE = 8192  # max-texture-dimension-2d every WebGPU adapter offers
+
+
+def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE) -> int:
+    """Pool rows per texture row (KR / 2 rg texels each): the largest power of two that fits, 0 if the page
+    would not fit one texture row."""
+    per = 1
+    while per * 2 * (kr // 2) <= limit:
+        per *= 2
+    return per if per >= page else 0
+
+
+class StoragePages:
+    """K and V of every layer in storage buffers."""
+
+    read_snippet = "blocks/kv_read_storage"
+    write_snippet = "blocks/kv_write_storage"
+
+    def __init__(self, device, layers: int, rows: int, kr: int, page: int):
+        import wgpu
+        self.device, self.kr, self.page = device, kr, page
+        use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        self.keys = [device.create_buffer(size=rows * kr * 4, usage=use, label=f"kv-pool.k{i}") for i in range(layers)]
+        self.values = [device.create_buffer(size=rows * kr * 4, usage=use, label=f"kv-pool.v{i}")
+                       for i in range(layers)]
+        # a page of every layer on its way from one page to another (a buffer cannot copy into itself)
+        self._staging = device.create_buffer(size=2 * layers * page * kr * 4, usage=use, label="kv-pool.staging")
+        self.params: dict = {}
+
+    def copy(self, enc, src: int, dst: int, n: int) -> None:
+        """Record copies of positions 0..n-1 of page `src` into page `dst`, every layer's K and V."""
+        page_bytes, nbytes = self.page * self.kr * 4, n * self.kr * 4
+        bufs = self.keys + self.values
+        for i, buf in enumerate(bufs):
+            enc.copy_buffer_to_buffer(buf, src * page_bytes, self._staging, i * page_bytes, nbytes)
+        for i, buf in enumerate(bufs):
+            enc.copy_buffer_to_buffer(self._staging, i * page_bytes, buf, dst * page_bytes, nbytes)
+
+
+class TexturePages:
+    """K and V of every layer in rg32float textures, `per_row` pool rows a texture row."""
+
+    read_snippet = "blocks/kv_read_texture"
+    write_snippet = "blocks/kv_write_texture"
+
+    def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int):
+        import wgpu
+        self.device, self.kr, self.page, self.per_row = device, kr, page, per_row
+        self.width = per_row * kr // 2  # texels a texture row
+        height = -(-rows // per_row)
+        if height > MAX_TEXTURE:
+            raise ValueError(f"{rows} KV rows need {height} texture rows (the limit is {MAX_TEXTURE})")
+        use = (wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_SRC
+               | wgpu.TextureUsage.COPY_DST)
+
+        def texture(label, w, h):
+            return device.create_texture(size=(w, h, 1), format=wgpu.TextureFormat.rg32float, usage=use, label=label)
+        self.key_textures = [texture(f"kv-pool.k{i}", self.width, height) for i in range(layers)]
+        self.value_textures = [texture(f"kv-pool.v{i}", self.width, height) for i in range(layers)]
+        self.keys = [t.create_view() for t in self.key_textures]
+        self.values = [t.create_view() for t in self.value_textures]
+        self._staging = texture("kv-pool.staging", page * kr // 2, 2 * layers)
+        self.params = {"KV_W": self.width}
+
+    def _at(self, page: int) -> tuple:
+        row = page * self.page
+        return ((row % self.per_row) * self.kr // 2, row // self.per_row, 0)
+
+    def copy(self, enc, src: int, dst: int, n: int) -> None:
+        """Record copies of positions 0..n-1 of page `src` into page `dst`, every layer's K and V."""
+        size = (n * self.kr // 2, 1, 1)
+        textures = self.key_textures + self.value_textures
+        for i, t in enumerate(textures):
+            enc.copy_texture_to_texture({"texture": t, "origin": self._at(src)},
+                                        {"texture": self._staging, "origin": (0, i, 0)}, size)
+        for i, t in enumerate(textures):
+            enc.copy_texture_to_texture({"texture": self._staging, "origin": (0, i, 0)},
+                                        {"texture": t, "origin": self._at(dst)}, size)
