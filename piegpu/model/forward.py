@@ -70,7 +70,8 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
             k.rope_kv_seqs(s.qkv, s.q, rope, [(ws, 0, k.T)], i)
         else:
             k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, ws=ws, layer=i, rope=rope, key=(i, "qkv"), binds=ws.binds)
-        k.attention(s.q, ws, i, out=s.o, key=(i, "attention"), binds=ws.binds, window=k.config.window(i))
+        k.attention(s.q, ws, i, out=s.o, key=(i, "attention"), binds=ws.binds, window=k.config.window(i),
+                    parts=s.parts)
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
         x, norm = normed(k, s, layer.post_norm, (i, "n2"))

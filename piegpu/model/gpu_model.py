@@ -7,6 +7,7 @@ drives a GpuModel through encode() and encode_advance().
 
 from __future__ import annotations
 
+import os
 import weakref
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from .weights import ModelWeights
 from .working_set import WorkingSet
 
 MAX_PREFILL_TOKENS = 256  # tokens per pass of the host-driven forward(); longer prompts take several passes
+SPLIT_FROM = 256  # positions from which a one-sequence decode pass splits its attention (flash-decoding)
+MAX_SPLITS = 8
 
 
 @dataclass
@@ -68,6 +71,9 @@ class Scratch:
         self.o = buf(T * qr + pad, "attn-out")
         self.act = buf(T * c.intermediate_size + pad, "mlp-act")
         self.logits = buf(rows * c.vocab_size, "logits")
+        # a split decode attention's partial softmaxes: per sequence, head and split, HD4 + 1 vec4s
+        self.parts = buf(T * c.num_attention_heads * MAX_SPLITS * (c.head_dim + 4), "attention-parts") if T <= 64 \
+            else None
         # [q | k | v] before RoPE: batched passes, and every pass of a family with q/k steps before RoPE
         self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 or model.qk_prep else None
         self.binds: dict = {}  # bind groups over weights and these buffers only (shared by every working set)
@@ -261,8 +267,13 @@ class GpuModel:
         return logits, len(plan)
 
     def dispatch_plan(self, ws: WorkingSet, T: int, tokens, readout: tuple = None) -> tuple:
-        """(logits buffer, [(pipeline, bind group, workgroups, role), ...]) of one forward pass (cached)."""
-        key = (T, readout, tokens)
+        """(logits buffer, [(pipeline, bind group, workgroups, role), ...]) of one forward pass (cached).
+
+        A decode pass over a long sequence (ws.length >= SPLIT_FROM when planned) splits its attention
+        (decode_splits): a plan of its own, made once the sequence gets there.
+        """
+        splits = self.decode_splits() if T == 1 and ws.length >= SPLIT_FROM else 1
+        key = (T, readout, tokens, splits)
         hit = ws.plans.get(key)
         if hit is None:
             first, rows = readout if readout is not None else (T - 1, 1)
@@ -270,9 +281,20 @@ class GpuModel:
                 raise ValidationError(f"readout rows [{first}, {first + rows}) outside the pass's {T} tokens")
             s = self.scratch(T, rows)
             rec = Recorder(self.device, s.binds)  # what does not touch the working set is shared by all of them
-            forward(Kernels(self, rec, T, scope=(T, rows)), self, ws, s, tokens, first, rows)
+            forward(Kernels(self, rec, T, scope=(T, rows), splits=splits), self, ws, s, tokens, first, rows)
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
+
+    def decode_splits(self) -> int:
+        """Runs of positions one sequence's decode attention is split into: enough workgroups (3 a KV head's
+        query heads for the default model) for 4 per core of a CPU adapter, 64 on a GPU; at most MAX_SPLITS."""
+        c = self.config
+        from .shader_code import lane_heads
+        if not self.dev.subgroup_lanes:
+            return 1  # attention.wgsl does not split yet
+        wgs = c.num_attention_heads // lane_heads(c.num_attention_heads // c.num_key_value_heads)
+        want = 4 * (os.cpu_count() or 2) if self.dev.is_cpu else 64
+        return max(1, min(MAX_SPLITS, -(-want // wgs)))
 
     def batch_plan(self, seqs: list, tokens, readout: list) -> tuple:
         """(logits buffer, dispatch plan) of a pass over several sequences (see model/forward.py forward_batch).

@@ -39,11 +39,12 @@ def tile_tokens(tokens: int, per: int) -> int:
 class Kernels:
     """Records the dispatches of one forward pass of T tokens into a Recorder."""
 
-    def __init__(self, gpu, rec: Recorder, T: int, scope: tuple):
+    def __init__(self, gpu, rec: Recorder, T: int, scope: tuple, splits: int = 1):
         self.gpu, self.rec, self.T = gpu, rec, T
         self.config = gpu.config
         self.decode = T == 1
         self.scope = scope  # prefix of every bind-group key: what the pass's buffers depend on
+        self.splits = splits  # runs of positions a decode attention is split into (decode_splits)
 
     # ---- the steps ------------------------------------------------------------------------
     def embed(self, table: GpuMatrix, tokens, out, binds: dict) -> None:
@@ -106,7 +107,7 @@ class Kernels:
         return {key: store.write_snippet if write else store.read_snippet}, {"KC": kc, "VC": kc + 1, **store.params}
 
     def attention(self, q, ws, layer: int, out, key: tuple, tokens: int | None = None, first: int = 0,
-                  binds: dict | None = None, window: int = 0) -> None:
+                  binds: dict | None = None, window: int = 0, parts=None) -> None:
         """out = softmax(q k^T / sqrt(d)) v per head over the cached positions of working set `ws` (causal, GQA).
 
         For the `tokens` tokens (default: the pass's T) of one sequence starting at token `first` of the pass;
@@ -125,7 +126,8 @@ class Kernels:
                                     {"ATTEND": "attend", **kv})
             groups = (ceil(n * c.num_attention_heads / 16), 1, 1)
         else:  # a workgroup per (head, token), its threads splitting the positions
-            self._attention([(ws, first, n)], layer, q, out, self.scope + key + (n, first), binds, window)
+            self._attention([(ws, first, n)], layer, q, out, self.scope + key + (n, first), binds, window,
+                            parts=parts)
             return
         self.rec.dispatch(k, {0: q, 1: pool.keys[layer], 2: pool.values[layer], 3: ws.state, 4: out,
                               5: self.gpu.params(n, first)}, groups, "attention", self.scope + key + (n, first), binds)
@@ -160,25 +162,36 @@ class Kernels:
         self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, len(seqs)), "attention")
 
     def _attention(self, seqs: list, layer: int, q, out, key: tuple | None = None, binds: dict | None = None,
-                   window: int = 0) -> None:
+                   window: int = 0, parts=None) -> None:
         """attention.wgsl (attention_decode_lanes.wgsl with 8-lane subgroups) over the sequences
-        [(working set, first token, tokens)]."""
+        [(working set, first token, tokens)]; a decode pass planned with splits > 1 (and a `parts` buffer)
+        splits each sequence's positions over that many workgroups, then merges them (flash-decoding)."""
         c = self.config
         pool = self.gpu.kv
         G = len(seqs)
         kv, kv_params = self._kv(False, 3)
         params = {**self._attention_params(window), "SEQS": G, **kv_params}
         heads = c.num_attention_heads
+        tokens = max(n for *_, n in seqs)
+        bufs = {0: q, 1: out, 2: self._seqs_param(seqs), 3: pool.keys[layer], 4: pool.values[layer], 5: pool.tables}
         if self.gpu.dev.subgroup_lanes:  # lanes split the head, no barrier (attention_decode_lanes.wgsl)
             hg = lane_heads(params["GROUP"])
-            k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg,
-                                                               "ATTEND": decode_lane_code(c.head_dim // 4, hg)}, kv)
-            heads //= hg
-        else:
-            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1)},
-                                    {"ATTEND_FN": "attend", **kv})
-        bufs = {0: q, 1: out, 2: self._seqs_param(seqs), 3: pool.keys[layer], 4: pool.values[layer], 5: pool.tables}
-        self.rec.dispatch(k, bufs, (heads, max(n for *_, n in seqs), G), "attention", key, binds)
+            S = self.splits if tokens == 1 and parts is not None else 1
+            split = {"SPLITS": S, "PARTS": ""}
+            if S > 1:
+                split["PARTS"] = "@group(0) @binding(6) var<storage, read_write> parts: array<vec4<f32>>;"
+                bufs[6] = parts
+            k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg, **split, "ATTEND": decode_lane_code(
+                c.head_dim // 4, hg, split=S > 1)}, kv)
+            self.rec.dispatch(k, bufs, (heads // hg, tokens * S, G), "attention", key, binds)
+            if S > 1:
+                k = self.gpu.lib.kernel("attention_combine", {"HD": c.head_dim, "HEADS": heads, "SPLITS": S, "SEQS": G})
+                self.rec.dispatch(k, {0: parts, 1: out, 2: bufs[2]}, (ceil(G * heads * c.head_dim // 4 / 64), 1, 1),
+                                  "attention", None if key is None else key + ("combine",), binds)
+            return
+        k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1)},
+                                {"ATTEND_FN": "attend", **kv})
+        self.rec.dispatch(k, bufs, (heads, tokens, G), "attention", key, binds)
 
     def rope_kv_seqs(self, qkv, q, rope, seqs: list, layer: int) -> None:
         """RoPE + KV write for the sequences [(working set, first token, tokens)] of a pass, in one dispatch."""

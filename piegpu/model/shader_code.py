@@ -118,7 +118,7 @@ def lane_code(HD4: int) -> str:
 
 
 @lru_cache(maxsize=None)
-def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
+def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False) -> str:
     """attend() of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl).
 
     HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's output (zero
@@ -128,8 +128,12 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
     per head and block update the online softmax of attend.wgsl, and the block's 8 V rows are
     added with their weights broadcast. With rope, q and the token's k come rotated from the QKV
     rows, k and v go to the token's page (from the KV head's first workgroup) and the token's own
-    position is taken from registers.
+    position is taken from registers. With split (flash-decoding, not with rope), the workgroup takes
+    split `split` of SPLITS contiguous runs of the positions and stores its partial softmax -- each
+    head's (max, sum) and unnormalized output -- in `parts` for attention_combine.wgsl.
     """
+    if rope and split:
+        raise ValueError("the rope form of the decode attention does not split")
     parts = range((HD4 + 7) // 8)
     idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
     mine = {c: f"{8 * c}u + lane < HD4" for c in parts}
@@ -164,18 +168,25 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
         qv = "rot(qkv[row + (head + {h}u) * HD4 + {i}], pos, {i})"
         qo = "tok * QR4 + head * HD4"
     else:
-        add("fn attend(qo: u32, kvb: u32, t: u32, lane: u32, tb: u32) {")
+        add("fn attend(qo: u32, kvb: u32, t: u32, lane: u32, tb: u32, split: u32, part: u32) {")
         add("  let n = min(tables[tb] + t + 1u, tables[tb + 1u]);")
         qv = "q[qo + {h}u * HD4 + {i}]"
         qo = "qo"
     add("  let first = select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW);")
+    end = "pos" if rope else "n"
+    lo, hi = "first", end
+    if split:  # this split's run of whole blocks of 8 positions
+        add("  let chunk = ((n - first + SPLITS - 1u) / SPLITS + 7u) & ~7u;")
+        add("  let lo = min(first + split * chunk, n);")
+        add("  let hi = min(lo + chunk, n);")
+        lo, hi = "lo", "hi"
     for h in range(HG):
         for c in parts:
-            add(f"  let q{h}_{c} = select(vec4<f32>(0.0), {qv.format(h=h, i=idx[c])} * SCALE, {mine[c]});")
+            if rope:
+                add(f"  let q{h}_{c} = select(vec4<f32>(0.0), {qv.format(h=h, i=idx[c])} * SCALE, {mine[c]});")
             add(f"  var a{h}_{c} = vec4<f32>(0.0);")
         add(f"  var m{h} = LOW;")
         add(f"  var l{h} = 0.0;")
-    end = "pos" if rope else "n"
     # Blocks of 8 positions, one a lane: each lane's score from the whole K row of its position (q held
     # whole in every lane), one max, one exp and one sum per block and head (not per position), then
     # the 8 positions' V rows added to the lanes' output vec4s with the weights broadcast.
@@ -183,9 +194,9 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
     for h in range(HG):
         for i in range(HD4):
             add(f"  let qf{h}_{i} = {full.format(h=h, i=i)} * SCALE;")
-    add(f"  for (var b = first; b < {end}; b += 8u) {{")
-    add(f"    let p = min(b + lane, {end} - 1u);")
-    add(f"    let live = b + lane < {end};")
+    add(f"  for (var b = {lo}; b < {hi}; b += 8u) {{")
+    add(f"    let p = min(b + lane, {hi} - 1u);")
+    add(f"    let live = b + lane < {hi};")
     add("    let ka = kv_row(tb, p) * KR4 + kvb;")
     for h in range(HG):
         add(f"    var t{h} = vec4<f32>(0.0);")
@@ -216,8 +227,13 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False) -> str:
         update("kn{c}", "vn{c}", "    ")
         add("  }")
     for h in range(HG):
+        if split:  # part + h: this head's record of HD4 + 1 vec4s (output, then (max, sum))
+            add(f"  let pr{h} = (part + {h}u * SPLITS) * (HD4 + 1u);")
+            add(f"  if (lane == 0u) {{ parts[pr{h} + HD4] = vec4<f32>(m{h}, l{h}, 0.0, 0.0); }}")
         for c in parts:
-            add(f"  if ({mine[c]}) {{ o[{qo} + {h}u * HD4 + {8 * c}u + lane] = a{h}_{c} / l{h}; }}")
+            where = f"parts[pr{h} + {8 * c}u + lane] = a{h}_{c}" if split else \
+                f"o[{qo} + {h}u * HD4 + {8 * c}u + lane] = a{h}_{c} / l{h}"
+            add(f"  if ({mine[c]}) {{ {where}; }}")
     add("}")
     return "\n".join(add_lines)
 

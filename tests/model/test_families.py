@@ -115,3 +115,25 @@ def test_each_fixture_exercises_its_family_steps(family, quirk):
     e = expected(family)
     ref = ReferenceModel(*QUIRKS[family][quirk](*load_checkpoint(FIXTURES / family)))
     assert np.abs(ref.forward(e["ids"], ref.new_cache()) - e["logits"]).max() > 100 * TOL
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma3"])
+def test_long_decode_with_sliding_windows_matches_reference(models, family):
+    """Past SPLIT_FROM positions the decode attention splits its positions (flash-decoding); with sliding-window
+    layers each split starts from the window's first position. Against the numpy reference of the same weights."""
+    from piegpu.model import gpu_model
+    m = models[family]
+    ref = ReferenceModel(*load_checkpoint(FIXTURES / family))
+    assert any(m.config.window(i) for i in range(m.config.num_hidden_layers))
+    n = gpu_model.SPLIT_FROM + 21
+    assert n + 8 <= m.config.max_position_embeddings
+    ids = [int(x) for x in np.random.default_rng(2).integers(3, m.config.vocab_size, n)]
+    ws = m.working_set(n + 8)
+    cache = ref.new_cache()
+    a, b = ref.forward(ids, cache)[-1], m.gpu.forward(ws, ids)[0]
+    errs = [float(np.abs(a - b).max())]
+    for _ in range(6):
+        tok = int(a.argmax())
+        a, b = ref.forward([tok], cache)[-1], m.gpu.forward(ws, [tok])[0]
+        errs.append(float(np.abs(a - b).max()))
+    assert max(errs) < TOL, errs

@@ -188,3 +188,29 @@ def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
     from tests.helpers import NullTokenizer
     model = Model(cfg, NullTokenizer(), gm, "gguf-tiny", None)
     run_parity(model, ReferenceModel(cfg, deq), [3, 1, 4, 1, 5], steps=3, tol=5e-5)
+
+
+@pytest.mark.parametrize("max_binding", [None, 1 << 20])  # KV pages in textures on lavapipe, and in buffers
+def test_long_decode_splits_its_attention_and_matches_reference(gpu, max_binding):
+    """Past SPLIT_FROM positions a decode pass splits each head's positions over several workgroups and merges
+    the partial softmaxes (flash-decoding); the logits still match the numpy reference, page after page."""
+    from piegpu.model import gpu_model
+    model, ref = tiny_model(tiny_config(max_pos=512), seed=8, max_binding=max_binding)
+    g = model.gpu
+    assert g.kv.textures == (max_binding is None and g.dev.texture_weights)
+    ws = model.working_set(512)
+    ids = [int(x) for x in np.random.default_rng(1).integers(0, 300, gpu_model.SPLIT_FROM + 29)]
+    cache = ref.new_cache()
+    a = ref.forward(ids, cache)[-1]
+    b = g.forward(ws, ids)[0]
+    errs = [float(np.abs(a - b).max())]
+    for _ in range(20):  # across a page boundary (16 positions a page)
+        tok = int(a.argmax())
+        a = ref.forward([tok], cache)[-1]
+        b = g.forward(ws, [tok])[0]
+        errs.append(float(np.abs(a - b).max()))
+        assert int(a.argmax()) == int(b.argmax())
+    assert max(errs) < 5e-5, errs
+    if g.dev.subgroup_lanes:
+        splits = [key[3] for key in ws.plans if key[0] == 1]
+        assert splits and max(splits) == g.decode_splits() > 1
