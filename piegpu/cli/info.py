@@ -24,7 +24,25 @@ def _cmd_info(args) -> int:
         if "compute" in k or "storage" in k or "uniform" in k or "buffer-size" in k:
             print(f"  {k}: {d.limits[k]}")
     print(f"cache dir: {cache_dir()}")
+    _kv_pool_line(d)
     return 0
+
+
+def _kv_pool_line(d) -> None:
+    """The default model's KV pool on this adapter: size, pages, page bytes, where the pages live."""
+    from ..model.default import default_gguf_path
+    from ..model.gguf_model import open_gguf_model
+    from ..model.kv_pool import PAGE_TOKENS, default_kv_mb, kv_bytes_per_position
+    try:
+        c = open_gguf_model(default_gguf_path()).config
+    except Exception as e:  # noqa: BLE001 -- info still reports the adapter
+        print(f"KV pool: unknown (the default model could not be read: {e})")
+        return
+    mb = default_kv_mb(c, d.is_cpu)
+    per_page = kv_bytes_per_position(c) * PAGE_TOKENS
+    print(f"KV pool of the default model: {mb} MiB by default (load_model(kv_mb=...), piegpu serve --kv-mb): "
+          f"{mb * (1 << 20) // per_page} pages of {PAGE_TOKENS} positions, {per_page // 1024} KiB each, "
+          f"in {'textures' if d.texture_weights else 'storage buffers'}")
 
 
 def _cmd_bench(args) -> int:

@@ -26,6 +26,9 @@ class GenerationStats:
     stop_reason: str = ""
     reused_tokens: int = 0  # prompt tokens whose KV the working set already held (reuse_prefix=True)
     host_waits: int = 0  # host readbacks that delivered this generation's tokens (batched: one per window)
+    kv_pages: int = 0  # KV pool pages its working set held when it ended (shared ones included)
+    kv_pages_used: int = 0  # pages the model's whole pool had in use then, of kv_pages_total
+    kv_pages_total: int = 0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -137,6 +140,10 @@ class Generation:
         rest = self.out.finish(reason)
         self.stats.stop_reason = self.out.stop_reason
         self.stats.generated = len(self.tokens)
+        ws = getattr(self, "ws", None)
+        pool = self.model.gpu.kv
+        self.stats.kv_pages = len(ws.pages) if ws is not None else 0
+        self.stats.kv_pages_used, self.stats.kv_pages_total = pool.pages_used, pool.pages_total - 1
         return rest
 
     def _stops(self, stop):

@@ -138,3 +138,16 @@ def test_out_of_pages_names_the_sequence_and_the_fix():
     wss.clear()
     gc.collect()
     assert gpu.kv_stats()["pages_used"] == 0
+
+
+def test_generation_stats_and_info_report_the_pool(default_model, capsys):
+    g = default_model.generate("Once upon a time", max_tokens=20, temperature=0)
+    g.run()
+    s = g.stats
+    P = default_model.kv_stats()["page_tokens"]
+    assert s.kv_pages == -(-(len(g.prompt_ids) + 19) // P)  # the last token drawn is pending, not embedded
+    assert 0 < s.kv_pages_used <= s.kv_pages_total == default_model.kv_stats()["pages_total"]
+    from piegpu.cli.info import _cmd_info
+    assert _cmd_info(None) == 0
+    out = capsys.readouterr().out
+    assert "KV pool of the default model" in out and "pages of 16 positions" in out
