@@ -28,6 +28,7 @@ from .weights import ModelWeights
 from .working_set import WorkingSet
 
 MAX_PREFILL_TOKENS = 256  # tokens per pass of the host-driven forward(); longer prompts take several passes
+TEXEL_BYTES = {"rg32float": 8, "rgba32uint": 16, "rgba32float": 16, "r32uint": 4, "r32float": 4}
 SPLIT_FROM = 256  # positions from which a one-sequence decode pass splits its attention (flash-decoding)
 MAX_SPLITS = 8
 
@@ -193,6 +194,8 @@ class GpuModel:
 
     def kv_stats(self) -> dict:
         """The KV pool's use: pages_total, pages_used, page_tokens, bytes_per_page, ... (API.md section 8)."""
+        if self.closed:
+            raise ValidationError(MODEL_CLOSED)
         return self.kv.stats()
 
     def scratch(self, T: int, rows: int) -> Scratch:
@@ -203,7 +206,7 @@ class GpuModel:
         return s
 
     def release(self) -> int:
-        """Destroy every device buffer of this model -- weights, working sets, scratch, tables -- and
+        """Destroy every device buffer and texture of this model -- weights, KV pages, scratch, tables -- and
         drop the caches that refer to them; returns the bytes destroyed. The model is unusable after.
 
         Buffers are found by walking this object's own state (and its working sets), so a buffer
@@ -218,7 +221,7 @@ class GpuModel:
             if id(v) in seen:
                 return
             seen.add(id(v))
-            if isinstance(v, wgpu.GPUBuffer):
+            if isinstance(v, (wgpu.GPUBuffer, wgpu.GPUTexture)):
                 found[id(v)] = v
             elif isinstance(v, (list, tuple, set, frozenset)):
                 for x in v:
@@ -237,9 +240,13 @@ class GpuModel:
         for v in vars(self).values():
             walk(v)
         freed = 0
-        for buf in found.values():
-            freed += buf.size
-            buf.destroy()
+        for res in found.values():
+            if isinstance(res, wgpu.GPUTexture):  # KV pages (rg32float) and texture weights (rgba32uint)
+                w, h, d = res.size
+                freed += w * h * d * TEXEL_BYTES.get(res.format, 16)
+            else:
+                freed += res.size
+            res.destroy()
         for ws in wss:
             ws.binds.clear()
             ws.plans.clear()
@@ -249,6 +256,7 @@ class GpuModel:
         self._rope = {}
         self.params = None
         self.embed = self.lm_head = self.final_norm = None
+        self.kv = None  # (working sets not yet collected keep the pool's host bookkeeping until they go)
         self.layers = []
         self._working_sets = weakref.WeakSet()
         return freed

@@ -59,7 +59,8 @@ class Sequence:
     logprobs: list = field(default_factory=list)  # log-probability of each drawn token, when the row asked
     top_logprobs: list = field(default_factory=list)  # per drawn token: [(token, logprob), ...], when asked
     prefilled: int = 0  # prompt tokens already in the working set (up to len(prompt) - 1)
-    finish_reason: str = ""  # "stop", "length" or "cancelled" once finished
+    finish_reason: str = ""  # "stop", "length", "cancelled" or "error" (error says why) once finished
+    error: str = ""
     cancel_requested: bool = False
     host_waits: int = 0  # host reads that delivered tokens of this sequence
     discarded: int = 0  # tokens computed after it finished (running ahead) and thrown away
@@ -200,6 +201,9 @@ class Batch:
         if any(not s.ready for s in self.active):
             await self._prefill_round()
         ready = [s for s in self.active if s.ready][: self.max_batch]
+        # the pages of the whole run, or of the next token at least (the run is then cut to what they hold)
+        budget = min((s.max_tokens - len(s.tokens) for s in ready), default=0)
+        ready = [s for s in ready if self._reserve_quietly(s, budget) or self._reserve(s, s.session.ws.length + 1)]
         if ready:
             await self._decode_run(ready)
         return bool(self.active)
@@ -215,10 +219,29 @@ class Batch:
                 break
             parts.append((s, end))
             budget -= end - s.prefilled
+        parts = [(s, end) for s, end in parts if self._reserve(s, end)]
         await prefill_together(self.pipe, [(s.session, s.prompt[s.prefilled: end]) for s, end in parts])
         for s, end in parts:
             s.prefilled = end
         self.stats.prefill_passes += 1
+
+    @staticmethod
+    def _reserve_quietly(s: Sequence, tokens: int) -> bool:
+        try:
+            s.session.ws.reserve(s.session.ws.length + tokens)
+            return True
+        except ValidationError:
+            return False
+
+    def _reserve(self, s: Sequence, length: int) -> bool:
+        """KV pages for s up to `length` positions; if the pool cannot give them, s leaves with the error
+        (finish_reason "error") and the others go on. Returns whether it has them."""
+        try:
+            s.session.ws.reserve(length)
+            return True
+        except ValidationError as e:
+            s.finish_reason, s.error = "error", str(e)
+            return False
 
     def _decode_pass_for(self, wss: list, key) -> _DecodePass:
         d = self._decode
@@ -286,7 +309,9 @@ class _Run:
     def __init__(self, batch: Batch, d: _DecodePass, ready: list):
         self.batch, self.d, self.ready = batch, d, ready
         self.window = 1 if d.rows.needs_host else batch.window
-        self.limit = min(s.max_tokens - len(s.tokens) for s in ready)  # no row passes its budget
+        # no row passes its budget, or the KV pages it holds (Batch.step reserved them)
+        self.limit = min(min(s.max_tokens - len(s.tokens), len(s.session.ws.pages) * s.session.ws.pool.page
+                             - s.session.ws.length) for s in ready)
         self.pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
         self.base = [s.session.ws.length for s in ready]
         self.accepted = [0] * len(ready)  # passes whose token each row accepted in this run

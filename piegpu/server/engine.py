@@ -423,6 +423,11 @@ class Engine:
                 self._fail(job, failed)
                 job.cancel()  # the other choices leave at the next pass
             for c in job.choices:
+                if c.seq.error and not c.error:  # the KV pool could not hold it (the others go on)
+                    c.error = c.seq.error
+                    if not job.cancelled:
+                        self._fail(job, c.error)
+                        job.cancel()
                 if c.seq.done and not c.finish_reason:
                     c.finish_reason = "length" if c.seq.finish_reason == "length" else (
                         "cancelled" if c.seq.finish_reason == "cancelled" else "stop")

@@ -71,7 +71,14 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
     seqs = [_join(batch, g) for g in gens]
     t0 = time.perf_counter()
     await batch.run()
-    return _finish(seqs, gens, t0)
+    _finish(seqs, gens, t0)
+    failed = [(i, s.error) for i, s in enumerate(seqs) if s.error]
+    if failed:
+        e = ValidationError("generate_batch: " + "; ".join(f"prompt {i}: {why}" for i, why in failed) +
+                            " (the other prompts finished: their Generations are the error's .generations)")
+        e.generations = gens
+        raise e
+    return gens
 
 
 def generate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0, seed: int = 0,

@@ -151,3 +151,26 @@ def test_generation_stats_and_info_report_the_pool(default_model, capsys):
     assert _cmd_info(None) == 0
     out = capsys.readouterr().out
     assert "KV pool of the default model" in out and "pages of 16 positions" in out
+
+
+def test_a_batch_row_the_pool_cannot_hold_fails_alone():
+    """generate_batch with a pool too small for every row: the row that cannot get a page ends with the error
+    (raised after the batch, naming the prompt and the fix); the other rows finish, equal to each run alone."""
+    from tests.helpers import tiny_config, tiny_model
+    cfg = tiny_config(max_pos=64)
+    P = 16
+    pages = 64 // P + 1 + 1  # one whole context and page 0, one more: 5 usable pages
+    m, _ = tiny_model(cfg, seed=3, kv_mb=pages * kv_bytes_per_position(cfg) * P / (1 << 20))
+    prompts = [" ".join(str(10 + 7 * k + i) for i in range(12)) for k in range(3)]
+    with pytest.raises(ValidationError, match=r"prompt 2: .*KV pool is full.*Fix: a bigger pool") as e:
+        m.generate_batch(prompts, max_tokens=16)
+    gens = e.value.generations
+    assert len(gens[2].tokens) < 16
+    batched = [g.tokens for g in gens[:2]]
+    assert all(len(t) == 16 for t in batched)
+    del gens, e
+    gc.collect()  # the batch's working sets give their pages back
+    for p, tokens in zip(prompts[:2], batched):
+        alone = m.generate(p, max_tokens=16)
+        alone.run()
+        assert alone.tokens == tokens
