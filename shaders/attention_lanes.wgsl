@@ -16,7 +16,7 @@
 // Positions [first, n) that the query of token t (of this sequence) attends to.
 fn span(t: u32) -> vec2<u32> {
   let n = min(tables[0] + t + 1u, tables[1]);  // tables[1]: the working set's positions
-  return vec2<u32>(select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW), n);
+  return vec2<u32>(window_start(n), n);
 }
 
 @compute @workgroup_size(8)

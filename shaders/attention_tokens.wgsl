@@ -23,7 +23,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   var qv = array<vec4<f32>, HD4>();
   for (var i = 0u; i < HD4; i++) { qv[i] = q[tok * QR4 + head * HD4 + i] * SCALE; }
   var acc = array<vec4<f32>, HD4>();
-  let ml = attend(&qv, &acc, kv * HD4, 0u, n, 1u, 0u);
+  let ml = attend(&qv, &acc, kv * HD4, window_start(n), n, 0u, 1u, 0u);
   let m = ml.x;
   let l = ml.y;
   for (var i = 0u; i < HD4; i++) { o[tok * QR4 + head * HD4 + i] = acc[i] / l; }

@@ -294,13 +294,13 @@ class GpuModel:
         return hit
 
     def decode_splits(self) -> int:
-        """Runs of positions one sequence's decode attention is split into: enough workgroups (3 a KV head's
-        query heads for the default model) for 4 per core of a CPU adapter, 64 on a GPU; at most MAX_SPLITS."""
+        """Runs of positions one sequence's decode attention is split into: enough workgroups (a head each, or
+        HG heads with 8-lane subgroups) for 4 per core of a CPU adapter, 64 on a GPU; at most MAX_SPLITS."""
         c = self.config
         from .shader_code import lane_heads
-        if not self.dev.subgroup_lanes:
-            return 1  # attention.wgsl does not split yet
-        wgs = c.num_attention_heads // lane_heads(c.num_attention_heads // c.num_key_value_heads)
+        wgs = c.num_attention_heads  # attention.wgsl: a workgroup a head; the lanes form: HG heads a workgroup
+        if self.dev.subgroup_lanes:
+            wgs //= lane_heads(c.num_attention_heads // c.num_key_value_heads)
         want = 4 * (os.cpu_count() or 2) if self.dev.is_cpu else 64
         return max(1, min(MAX_SPLITS, -(-want // wgs)))
 

@@ -185,13 +185,24 @@ class Kernels:
                 c.head_dim // 4, hg, split=S > 1)}, kv)
             self.rec.dispatch(k, bufs, (heads // hg, tokens * S, G), "attention", key, binds)
             if S > 1:
-                k = self.gpu.lib.kernel("attention_combine", {"HD": c.head_dim, "HEADS": heads, "SPLITS": S, "SEQS": G})
-                self.rec.dispatch(k, {0: parts, 1: out, 2: bufs[2]}, (ceil(G * heads * c.head_dim // 4 / 64), 1, 1),
-                                  "attention", None if key is None else key + ("combine",), binds)
+                self._combine(parts, out, bufs[2], G, key, binds)
             return
-        k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1)},
+        S = self.splits if tokens == 1 and parts is not None else 1
+        bufs[6] = parts if S > 1 else self.gpu.zeros(4)  # (declared always; written with SPLITS > 1 only)
+        k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1), "SPLITS": S},
                                 {"ATTEND_FN": "attend", **kv})
-        self.rec.dispatch(k, bufs, (heads, tokens, G), "attention", key, binds)
+        self.rec.dispatch(k, bufs, (heads, tokens * S, G), "attention", key, binds)
+        if S > 1:
+            self._combine(parts, out, bufs[2], G, key, binds)
+
+    def _combine(self, parts, out, seqs_param, G: int, key: tuple | None, binds: dict | None) -> None:
+        """attention_combine.wgsl: out = the merge of a split decode attention's partial softmaxes."""
+        c = self.config
+        heads = c.num_attention_heads
+        k = self.gpu.lib.kernel("attention_combine", {"HD": c.head_dim, "HEADS": heads, "SPLITS": self.splits,
+                                                      "SEQS": G})
+        self.rec.dispatch(k, {0: parts, 1: out, 2: seqs_param}, (ceil(G * heads * c.head_dim // 4 / 64), 1, 1),
+                          "attention", None if key is None else key + ("combine",), binds)
 
     def rope_kv_seqs(self, qkv, q, rope, seqs: list, layer: int) -> None:
         """RoPE + KV write for the sequences [(working set, first token, tokens)] of a pass, in one dispatch."""

@@ -172,7 +172,7 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False)
         add("  let n = min(tables[tb] + t + 1u, tables[tb + 1u]);")
         qv = "q[qo + {h}u * HD4 + {i}]"
         qo = "qo"
-    add("  let first = select(0u, n - WINDOW, WINDOW > 0u && n > WINDOW);")
+    add("  let first = window_start(n);")
     end = "pos" if rope else "n"
     lo, hi = "first", end
     if split:  # this split's run of whole blocks of 8 positions

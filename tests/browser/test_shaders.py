@@ -6,10 +6,14 @@ from __future__ import annotations
 import pytest
 
 from piegpu.kernel import channel_layout
+from piegpu.model.shader_code import decode_lane_code, lane_heads
 from piegpu.runtime.device import get_device
 from piegpu.model.shaders import binding_kinds, compose, includes, shader_root, standard_wgsl
 from tests.browser.model_capture import with_every_snippet
 
+
+
+PARTS = "@group(0) @binding(6) var<storage, read_write> parts: array<vec4<f32>>;"
 
 
 def extra(config) -> list:
@@ -25,18 +29,36 @@ def extra(config) -> list:
     """
     qr, kr = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
     out = [("advance_accept", {"N": n, **channel_layout.shader_params()}, {}) for n in (1, 5)]
+    kv_read = [({"KV": "blocks/kv_read_storage"}, {}), ({"KV": "blocks/kv_read_texture"}, {"KV_W": 6144})]
+    kv_write = [({"KV_WRITE": "blocks/kv_write_storage"}, {}), ({"KV_WRITE": "blocks/kv_write_texture"}, {"KV_W": 6144})]
+    common = {"HD": config.head_dim, "QR": qr, "KR": kr, "SCALE": config.attention_scale, "WINDOW": 0,
+              "GROUP": config.num_attention_heads // config.num_key_value_heads, "PAGE": 16}
+    hd4, hg = config.head_dim // 4, lane_heads(config.num_attention_heads // config.num_key_value_heads)
+    # a long sequence's split decode attention (flash-decoding), which the captured short runs do not reach,
+    # and its merge
+    for kv, kvp in kv_read:
+        out.append(("attention_decode_lanes", {**common, **kvp, "KC": 3, "VC": 4, "HG": hg, "SEQS": 1, "SPLITS": 3,
+                                               "PARTS": PARTS, "ATTEND": decode_lane_code(hd4, hg, split=True)}, kv))
+    # the fused RoPE + KV write + attention of batched decode passes with KV in buffers (lavapipe's pages are
+    # textures: rope_kv_seqs, then attention_decode_lanes)
+    out += [("rope_attention_lanes", {**common, "HG": hg, "SEQS": G, "ATTEND": decode_lane_code(hd4, hg, True)}, {})
+            for G in (1, 3)]
+    out.append(("attention_combine", {"HD": config.head_dim, "HEADS": config.num_attention_heads, "SPLITS": 3,
+                                      "SEQS": 1}, {}))
     if get_device().subgroup_lanes:  # the attention of CPU adapters without them (else captured)
-        common = {"HD": config.head_dim, "QR": qr, "KR": kr, "SCALE": config.attention_scale, "WINDOW": 0,
-                  "GROUP": config.num_attention_heads // config.num_key_value_heads, "PAGE": 16}
-        out.append(("attention_tokens", {**common, "HEADS": config.num_attention_heads}, {"ATTEND": "attend"}))
-        out += [("attention", {**common, "WG": 8, "SEQS": G}, {"ATTEND_FN": "attend"}) for G in (1, 2)]
+        for kv, kvp in kv_read:
+            out.append(("attention_tokens", {**common, **kvp, "KC": 1, "VC": 2, "HEADS": config.num_attention_heads},
+                        {"ATTEND": "attend", **kv}))
+            out += [("attention", {**common, **kvp, "KC": 3, "VC": 4, "WG": 8, "SEQS": G, "SPLITS": S},
+                     {"ATTEND_FN": "attend", **kv}) for G, S in ((1, 1), (2, 1), (1, 3))]
         # the norms: the plain one of those adapters, and lavapipe's own, which the default model's passes no
         # longer reach (its matmuls fold the norm in) but mixed readouts and sandwich norms do
         out += [(name, {"H4": config.hidden_size // 4, "EPS": float(config.rms_norm_eps), "ADD": add}, {})
                 for name, add in (("rmsnorm", False), ("rmsnorm_lanes", False), ("rmsnorm_lanes", True))]
         # and RoPE + KV write of batched passes whose sequences are not all one token each
-        out += [("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": config.head_dim, "SEQS": G, "PAGE": 16}, {})
-                for G in (1, 2)]
+        for kv, kvp in kv_write:
+            out += [("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": config.head_dim, "SEQS": G, "PAGE": 16, "KC": 4,
+                                      "VC": 5, **kvp}, kv) for G in (1, 2)]
     if "qk_prep" in all_shader_files():
         out += [("qk_prep", {"QR": qr, "KR": kr, "HD": config.head_dim, "BIAS": bias, "QK_NORM": norm,
                              "EPS": float(config.rms_norm_eps)}, {})
@@ -87,8 +109,6 @@ def test_every_shader_file_is_covered(specialisations):
         used |= set(snippets.values())
         for part in [name, *snippets.values()]:
             used |= includes(part)  # shaders/blocks/: helpers the snippets include
-        if "fn attend_0(" in src:  # attention.wgsl inlines attend.wgsl per sequence (model/shader_code.py seq_code)
-            used.add("attend")
     missing = all_shader_files() - used
     assert not missing, f"shaders never compiled in Chromium: {sorted(missing)}"
 
@@ -96,12 +116,17 @@ def test_every_shader_file_is_covered(specialisations):
 def test_model_specialisations_recorded(model_capture):
     """The capture saw the decode, prefill and batched paths (else coverage would be silently thin)."""
     names = {name for name, _, _ in model_capture.specs}
-    lanes = get_device().subgroup_lanes
-    prefill, decode, batched = (("attention_lanes", "attention_decode_lanes", "rope_attention_lanes") if lanes
+    d = get_device()
+    lanes = d.subgroup_lanes
+    # a batched decode pass: the fused rope_attention_lanes with 8-lane subgroups and KV buffers; with KV textures
+    # (lavapipe) or without subgroups, rope_kv_seqs and then the attention
+    fused = lanes and not d.texture_weights
+    prefill, decode, batched = (("attention_lanes", "attention_decode_lanes",
+                                 "rope_attention_lanes" if fused else "rope_kv_seqs") if lanes
                                 else ("attention_tokens", "attention", "rope_kv_seqs"))
     assert {"embed", "matvec_decode", "matmul", decode, prefill, batched, "advance"} <= names, names
     assert ("rmsnorm" in names) != bool(lanes), names  # the subgroup matmul folds every norm of the default model
-    assert any(p.get("SEQS", 1) > 1 for n, p, _ in model_capture.specs if n == (batched if lanes else decode))
+    assert any(p.get("SEQS", 1) > 1 for n, p, _ in model_capture.specs if n == (batched if fused else decode))
 
 
 def test_every_specialisation_compiles_in_chromium(specialisations, compiled):

@@ -214,3 +214,25 @@ def test_long_decode_splits_its_attention_and_matches_reference(gpu, max_binding
     if g.dev.subgroup_lanes:
         splits = [key[3] for key in ws.plans if key[0] == 1]
         assert splits and max(splits) == g.decode_splits() > 1
+
+
+def test_long_decode_without_subgroups_splits_attention_wgsl(gpu, monkeypatch):
+    """The attention of adapters without 8-lane subgroups (attention.wgsl: a workgroup a head, threads over the
+    positions; GPUs and SwiftShader) splits past SPLIT_FROM positions too, merged by attention_combine.wgsl."""
+    from piegpu.model import gpu_model
+    from piegpu.runtime.device import Device
+    monkeypatch.setattr(Device, "subgroup_lanes", property(lambda self: 0))
+    model, ref = tiny_model(tiny_config(max_pos=512), seed=9)
+    g = model.gpu
+    assert g.decode_splits() > 1
+    ws = model.working_set(512)
+    ids = [int(x) for x in np.random.default_rng(3).integers(0, 300, gpu_model.SPLIT_FROM + 3)]
+    cache = ref.new_cache()
+    a, b = ref.forward(ids, cache)[-1], g.forward(ws, ids)[0]
+    errs = [float(np.abs(a - b).max())]
+    for _ in range(18):
+        tok = int(a.argmax())
+        a, b = ref.forward([tok], cache)[-1], g.forward(ws, [tok])[0]
+        errs.append(float(np.abs(a - b).max()))
+    assert max(errs) < 5e-5, errs
+    assert max(key[3] for key in ws.plans if key[0] == 1) == g.decode_splits()  # the decode plans split
