@@ -14,114 +14,17 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable
 
 from ..runtime.batch import Batch
 from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
-from ..samplers.rows import RowParams, RowSampling
+from ..samplers.rows import RowSampling
 from ..textgen.tokens import TokenOutput, admit, finish_reason
+from .jobs import Choice, EngineStats, Guarded, Job, QueueFull
 from .prefix_cache import PrefixCache
 from .text import TokenText
 
 WS_ROUND = 256  # working sets are allocated in multiples of this many positions
 SHARE_MIN = 16  # a joining prompt sharing this many tokens with an earlier joining one copies them from it
-
-
-@dataclass(eq=False)
-class Choice:
-    """One of a job's n sequences."""
-
-    index: int
-    params: RowParams
-    out: TokenOutput  # its tokens and text (stop strings held back)
-    constraint: object = None
-    seq: object = None  # the runtime Sequence once it joined the batch
-    finish_reason: str = ""
-    tokens: int = 0
-    error: str = ""  # what went wrong in this choice alone (its job fails; the batch goes on)
-
-
-class _Guarded:
-    """A choice's grammar matcher whose failures end that choice only (never the engine thread)."""
-
-    def __init__(self, choice: Choice, matcher):
-        self.choice, self.matcher = choice, matcher
-
-    def mask_into(self, words) -> None:
-        """The matcher's mask; on failure every token (the row is dropped before its token is used)."""
-        try:
-            self.matcher.mask_into(words)
-        except Exception as e:  # noqa: BLE001 -- reported to this request's client
-            self.choice.error = self.choice.error or f"the output constraint failed: {e}"
-            words[:] = 0xFFFFFFFF
-            if self.choice.seq is not None:
-                self.choice.seq.cancel()
-
-    def consume(self, token: int) -> None:
-        """Advance the matcher (a failure ends the choice)."""
-        if self.choice.error:
-            return
-        try:
-            self.matcher.consume(token)
-        except Exception as e:  # noqa: BLE001
-            self.choice.error = f"the output constraint failed: {e}"
-
-
-@dataclass(eq=False)
-class Job:
-    """One request: its prompt, its choices' settings, and where its events go.
-
-    `emit(event)` is called from the engine thread with dicts:
-    {"type": "piece", "index", "text", "tokens": [(id, logprob, top)]}, {"type": "finish",
-    "index", "reason"}, {"type": "done", "usage"} or {"type": "error", "message"}.
-    """
-
-    prompt_ids: list
-    params: list  # RowParams per choice
-    max_tokens: int
-    stops: list
-    emit: Callable
-    constraint: Callable | None = None  # () -> a fresh per-choice constraint (fill_mask, consume)
-    stop_ids: frozenset = frozenset()
-    choices: list = field(default_factory=list)
-    cached_tokens: int = 0
-    prefilled: int = 0
-    session: object = None
-    cancelled: bool = False
-    submitted: float = field(default_factory=time.perf_counter)
-    kv_pages: int = 0  # KV pages set aside for it while admitted (Engine._admit)
-
-    def cancel(self) -> None:
-        """Stop every choice at the next pass (callable from any thread)."""
-        self.cancelled = True
-        for c in self.choices:
-            if c.seq is not None:
-                c.seq.cancel()
-
-
-@dataclass
-class EngineStats:
-    """Where the engine thread's time went (GET /health reports it)."""
-
-    prefill_passes: int = 0
-    prefill_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_passes: int = 0
-    decode_rows: int = 0
-    decode_s: float = 0.0
-    host_waits: int = 0  # host reads of decoded tokens: one per window of passes
-    window: int = 1  # decode passes run ahead per host read
-    shared_tokens: int = 0  # prompt tokens whose KV pages another sequence or the prefix cache already held
-    copied_tokens: int = 0  # of those, positions copied on the device (a partly filled page); the rest shared
-
-    def as_dict(self) -> dict:
-        """A JSON-able dict."""
-        return dict(self.__dict__)
-
-
-class QueueFull(Exception):
-    """The engine holds max_queue requests already."""
 
 
 class Engine:
@@ -389,7 +292,7 @@ class Engine:
         for i, (p, sess) in enumerate(zip(job.params, sessions)):
             c = Choice(i, p, TokenOutput(self.model.tokenizer, job.stop_ids, job.stops, job.max_tokens))
             if job.constraint is not None:
-                c.constraint = _Guarded(c, job.constraint())
+                c.constraint = Guarded(c, job.constraint())
             c.seq = admit(self.batch, c.out, job.prompt_ids, p, session=sess, constraint=c.constraint,
                           on_token=self._on_token(job, c))
             job.choices.append(c)
