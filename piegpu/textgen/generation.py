@@ -250,6 +250,7 @@ class Generation:
 
         t1 = time.perf_counter()
         task = asyncio.ensure_future(pipe.run_ahead(loop.fwd, self.budget, on_token, window=self.window))
+        get = None
         try:
             while True:
                 get = asyncio.ensure_future(queue.get())
@@ -263,12 +264,15 @@ class Generation:
                 task.result()
                 break
         finally:
-            if not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+            # an interrupt (Ctrl-C, cancel) may land while both are awaited: neither may outlive this
+            # generator (a pending task when the loop closes is "destroyed but pending")
+            for t in (task, get):
+                if t is not None and not t.done():
+                    t.cancel()
+                    try:
+                        await t
+                    except (asyncio.CancelledError, Exception):
+                        pass
             if taken:  # the last token taken is pending, not embedded
                 sess.embedded(self.prompt_ids[-1:] + taken[:-1])
             else:  # stopped before the first token: the prompt's last token is still pending
