@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from math import ceil
 
+import numpy as np
+
 from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
@@ -45,6 +47,7 @@ class Kernels:
         self.decode = T == 1
         self.scope = scope  # prefix of every bind-group key: what the pass's buffers depend on
         self.splits = splits  # runs of positions a decode attention is split into (decode_splits)
+        self._uniforms: dict = {}  # this plan's per-sequence uniforms (_seqs)
 
     # ---- the steps ------------------------------------------------------------------------
     def embed(self, table: GpuMatrix, tokens, out, binds: dict) -> None:
@@ -87,10 +90,25 @@ class Kernels:
                      {3: q, 4: pool.keys[layer], 5: pool.values[layer], 6: ws.state, 7: rope}, key, splits=(qr, kr),
                      binds=binds, ep_snippets=kv)
 
-    def _seqs_param(self, seqs: list):
-        """The uniform of a several-sequence kernel: (tokens, first token, table row offset, -) per sequence
-        [(working set, first token, tokens)]."""
-        return self.gpu.params(*[v for ws, first, n in seqs for v in (n, first, ws.state[1] // 4, 0)])
+    def _seqs(self, seqs: list) -> tuple:
+        """(the uniform, the page tables binding) of a kernel over the sequences [(working set, first token,
+        tokens)]: per sequence (tokens, first token, its table row's word offset, -).
+
+        One sequence binds its own row (offset 0), so the shared uniform does not depend on which working
+        set it is; several bind the whole table, and their uniform -- which names their rows -- is made for
+        this plan and lives as long as its bind groups (not in the model's cache of uniforms, which every
+        new composition would grow).
+        """
+        if len(seqs) == 1:
+            ws, first, n = seqs[0]
+            return self.gpu.params(n, first, 0, 0), ws.state
+        values = tuple(v for ws, first, n in seqs for v in (n, first, ws.state[1] // 4, 0))
+        buf = self._uniforms.get(values)
+        if buf is None:
+            import wgpu
+            buf = self._uniforms[values] = self.gpu.device.create_buffer_with_data(
+                data=np.array(values, np.uint32).tobytes(), usage=wgpu.BufferUsage.UNIFORM, label="seqs")
+        return buf, self.gpu.kv.tables
 
     def _attention_params(self, window: int) -> dict:
         """The parameters every attention shader takes (shaders/blocks/attention_consts.wgsl, blocks/pages.wgsl)."""
@@ -157,8 +175,8 @@ class Kernels:
         hg = lane_heads(params["GROUP"])
         k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": len(seqs),
                                                          "ATTEND": decode_lane_code(c.head_dim // 4, hg, True)})
-        bufs = {0: qkv, 1: out, 2: self._seqs_param(seqs), 3: rope, 4: pool.keys[layer], 5: pool.values[layer],
-                6: pool.tables}
+        uniform, tables = self._seqs(seqs)
+        bufs = {0: qkv, 1: out, 2: uniform, 3: rope, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
         self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, len(seqs)), "attention")
 
     def _attention(self, seqs: list, layer: int, q, out, key: tuple | None = None, binds: dict | None = None,
@@ -173,7 +191,8 @@ class Kernels:
         params = {**self._attention_params(window), "SEQS": G, **kv_params}
         heads = c.num_attention_heads
         tokens = max(n for *_, n in seqs)
-        bufs = {0: q, 1: out, 2: self._seqs_param(seqs), 3: pool.keys[layer], 4: pool.values[layer], 5: pool.tables}
+        uniform, tables = self._seqs(seqs)
+        bufs = {0: q, 1: out, 2: uniform, 3: pool.keys[layer], 4: pool.values[layer], 5: tables}
         if self.gpu.dev.subgroup_lanes:  # lanes split the head, no barrier (attention_decode_lanes.wgsl)
             hg = lane_heads(params["GROUP"])
             S = self.splits if tokens == 1 and parts is not None else 1
@@ -212,8 +231,8 @@ class Kernels:
         kv, kv_params = self._kv(True, 4)
         k = self.gpu.lib.kernel("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": len(seqs),
                                                  "PAGE": pool.page, **kv_params}, kv)
-        bufs = {0: qkv, 1: q, 2: rope, 3: self._seqs_param(seqs), 4: pool.keys[layer], 5: pool.values[layer],
-                6: pool.tables}
+        uniform, tables = self._seqs(seqs)
+        bufs = {0: qkv, 1: q, 2: rope, 3: uniform, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
         pairs = (qr + 2 * kr) // 2
         self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * pairs / 64), len(seqs), 1), "rope_kv")
 

@@ -84,7 +84,8 @@ for _ in range(16):
     logits = m.gpu.forward(ws, [toks[-1]])[0]
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the parent (pytest, much bigger)
 hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"load_s": load_s, "peak_rss_mb": hwm / 1024, "greedy": toks}))
+print(json.dumps({"load_s": load_s, "peak_rss_mb": hwm / 1024, "greedy": toks,
+                  "kv_mb": m.kv_stats()["bytes_total"] / (1 << 20)}))
 """
 
 
@@ -105,7 +106,9 @@ def test_default_model_loads_in_place_with_the_same_tokens(tmp_path, default_ggu
     assert written == []  # no copy of the model on disk
     big = [p for p in cache.rglob("*") if p.is_file() and p.stat().st_size > 8 << 20]
     assert big == [] or all(old in p.parents for p in big)
-    assert r["peak_rss_mb"] < 600  # the f32 conversion this replaces peaked at 839 MB
+    # the f32 conversion this replaces peaked at 839 MB; the KV page pool (two whole contexts by default, a
+    # deliberate allocation, zeroed on first use) is not the model's weights
+    assert r["peak_rss_mb"] - r["kv_mb"] < 600, r
 
 
 def test_unsupported_quant_type_names_file_tensor_and_type(tmp_path):
