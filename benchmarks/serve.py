@@ -129,7 +129,7 @@ def main(argv=None) -> int:
             print(f"  {r['clients']:>2} clients: {e['decode_passes']} decode passes of {e['decode_rows'] / max(1, e['decode_passes']):.1f} "
                   f"rows avg in {e['decode_s']:.1f} s ({1000 * e['decode_s'] / max(1, e['decode_passes']):.0f} ms each); "
                   f"{e['prefill_passes']} prefill passes, {e['prefill_tokens']} tokens in {e['prefill_s']:.1f} s; "
-                  f"{e['copied_tokens']} prompt tokens copied from other sequences")
+                  f"{e.get('shared_tokens', 0)} prompt tokens' KV pages shared from other sequences or the cache")
     return 0
 
 

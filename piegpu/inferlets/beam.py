@@ -130,9 +130,11 @@ async def abeam_search(model, prompt: str, width: int = 4, max_tokens: int = 32,
         if len(parents) < width or hyps.done(max(new_scores), step + 1):
             break
         moves = [(j, p) for j, p in enumerate(parents) if p != j]
-        if moves:  # parents' KV into their children's slots, through the spares
+        if moves:  # parents' KV pages shared into their children's slots, through the spares
             model.gpu.copy_working_sets([(slots[p], spare[j]) for j, p in moves]
                                         + [(spare[j], slots[j]) for j, _ in moves])
+            for j, _ in moves:  # the spares let go: a beam whose page no other beam shares writes in place
+                spare[j].reset()
         beams = [beams[p] + [t] for p, t in zip(parents, nxt)]
         scores, pending = new_scores, nxt
     for b, s in zip(beams, scores):  # running beams count as hypotheses at the end

@@ -178,19 +178,17 @@ class GpuModel:
         return new
 
     def copy_working_sets(self, pairs: list) -> None:
-        """Make each destination hold its source's positions and length, in list order: full pages are
-        shared, a partly filled last page is copied on the device (one submit, queued after every pass
-        submitted so far). A destination may be the source of a later pair.
+        """Make each destination hold its source's positions and length, in list order, by sharing pages
+        (nothing is copied now: a shared page is copied when one of its holders writes into it). A
+        destination may be the source of a later pair.
         """
         for src, dst in pairs:
             if src.length > dst.max_tokens:
                 raise ValidationError(f"copying a working set of {src.length} positions into one of {dst.max_tokens}. "
                                       "Fix: a destination at least as large")
-        enc = self.device.create_command_encoder()
         for src, dst in pairs:
             if src is not dst:
-                dst.share_from(src, src.length, enc)
-        self.device.queue.submit([enc.finish()])
+                dst.share_from(src, src.length)
 
     def kv_stats(self) -> dict:
         """The KV pool's use: pages_total, pages_used, page_tokens, bytes_per_page, ... (API.md section 8)."""

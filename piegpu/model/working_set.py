@@ -18,8 +18,10 @@ class WorkingSet:
     of the last submitted pass that extended it (a later rewind must not undo what that
     pass built on). Pages are allocated as the sequence grows (reserve) and given back
     when it shrinks or is dropped; `max_tokens` caps the sequence and reserves nothing.
-    Invariant: the pages from the one holding position `length` on are this working
-    set's alone (reference count 1), so writing never changes a page another holds.
+    Pages may be shared (forks, beam reorders, the prefix cache): before a pass writes,
+    reserve() gives the working set its own copy of a shared page holding position
+    `length` (copy on write: only the positions below `length` are copied, and the last
+    holder writes in place), so writing never changes a page another holds.
     """
 
     model: object  # the GpuModel whose pool this is a view of
@@ -46,40 +48,35 @@ class WorkingSet:
 
     # ---- pages --------------------------------------------------------------------------------
     def reserve(self, n: int) -> None:
-        """Make sure positions 0..n-1 have pages (allocated now, written into the table before the next submit)."""
+        """Make positions length..n-1 writable: pages allocated for them (written into the table before the
+        next submit), and the page holding position `length` this working set's own (copied if shared)."""
         if not self._finalizer.alive:
             raise ValidationError("this working set was released (its pages went back to the pool). "
                                   "Fix: model.working_set() for a new sequence")
+        pool, P = self.pool, self.pool.page
+        i = self.length // P
+        if i < len(self.pages) and pool.refs[self.pages[i]] > 1:  # copy on write
+            own = pool.alloc(1, f"a copy of a shared page of a sequence of {self.length} positions")[0]
+            if self.length % P:
+                enc = self.model.device.create_command_encoder()
+                pool.copy_positions(enc, self.pages[i], own, self.length % P)
+                self.model.device.queue.submit([enc.finish()])
+            pool.unref([self.pages[i]])
+            self.pages[i] = own
+            pool.write_entries(self.slot, i, [own])
         have = len(self.pages)
-        need = -(-min(n, self.max_tokens) // self.pool.page)
+        need = -(-min(n, self.max_tokens) // P)
         if need > have:
-            got = self.pool.alloc(need - have, f"a sequence of {n} positions (holding {self.length})")
+            got = pool.alloc(need - have, f"a sequence of {n} positions (holding {self.length})")
             self.pages.extend(got)
-            self.pool.write_entries(self.slot, have, got)
+            pool.write_entries(self.slot, have, got)
 
-    def _trim(self, n: int, enc=None) -> None:
-        """Keep pages for positions < n only, and make the page holding position n (if kept) this one's own.
-
-        A shared page is replaced by a copy of its first n % P positions (recorded into `enc`, or
-        submitted now); the caller writes the new length.
-        """
-        P = self.pool.page
-        keep = -(-n // P)
+    def _trim(self, n: int) -> None:
+        """Keep pages for positions < n only (the caller writes the new length)."""
+        keep = -(-n // self.pool.page)
         if keep < len(self.pages):
             self.pool.unref(self.pages[keep:])
             del self.pages[keep:]
-        last = n // P
-        if last < len(self.pages) and self.pool.refs[self.pages[last]] > 1:
-            own = self.pool.alloc(1, f"a copy of a shared page of a sequence of {n} positions")[0]
-            submit = enc is None
-            if submit:
-                enc = self.model.device.create_command_encoder()
-            self.pool.copy_positions(enc, self.pages[last], own, n % P)
-            if submit:
-                self.model.device.queue.submit([enc.finish()])
-            self.pool.unref([self.pages[last]])
-            self.pages[last] = own
-            self.pool.write_entries(self.slot, last, [own])
 
     def share_pages(self, pages: list, n: int | None = None) -> None:
         """Hold `pages` (full pages, shared: the prefix cache's or another sequence's) as its first positions,
@@ -96,26 +93,13 @@ class WorkingSet:
         pool.write_header(self.slot, n)
         self.length = n
 
-    def share_from(self, src: "WorkingSet", n: int, enc=None) -> None:
-        """Hold src's first n positions: its full pages shared, the positions of a partly filled last page
-        copied (into `enc`, or submitted now). What this working set held before is given back."""
+    def share_from(self, src: "WorkingSet", n: int) -> None:
+        """Hold src's first n positions by sharing the pages that hold them (a partly filled last one too:
+        whichever of the two writes into it first copies it). What this working set held is given back."""
         if n > src.length or n > self.max_tokens:
             raise ValidationError(f"sharing {n} positions of a working set of {src.length} into one of "
                                   f"{self.max_tokens}. Fix: at most min(source length, max_tokens) positions")
-        pool, P = self.pool, self.pool.page
-        self.share_pages(src.pages[: n // P])
-        if n % P:
-            own = pool.alloc(1, f"the last page of a copy of {n} positions")[0]
-            submit = enc is None
-            if submit:
-                enc = self.model.device.create_command_encoder()
-            pool.copy_positions(enc, src.pages[n // P], own, n % P)
-            if submit:
-                self.model.device.queue.submit([enc.finish()])
-            self.pages.append(own)
-            pool.write_entries(self.slot, len(self.pages) - 1, [own])
-        pool.write_header(self.slot, n)
-        self.length = n
+        self.share_pages(src.pages[: -(-n // self.pool.page)], n)
 
     # ---- the sequence -------------------------------------------------------------------------
     def reset(self) -> None:
@@ -131,9 +115,9 @@ class WorkingSet:
         self.length = n
 
     def fork(self) -> "WorkingSet":
-        """A new working set continuing exactly like this one: its full pages shared, a partly filled last
-        page copied on the device (after every pass submitted so far), and -- where a session decodes on
-        this one -- the tokens and the drawn token not yet embedded (a session of its own)."""
+        """A new working set continuing exactly like this one: its pages shared (the first of the two to write
+        into a partly filled last page copies it), and -- where a session decodes on this one -- the tokens
+        and the drawn token not yet embedded (a session of its own)."""
         if self.session is not None:
             return self.session.fork().ws
         return self.model.fork(self)

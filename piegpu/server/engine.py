@@ -275,13 +275,11 @@ class Engine:
         ws = self.model.working_set(max(size, n))
         sess = self.model.session(ws)
         if n:
-            copies = ws.pool.copied_positions
             if source is not None:
-                ws.share_from(source.ws, n)  # full pages shared, the rest of a partly filled one copied
+                ws.share_from(source.ws, n)  # a partly filled last page is copied when one of them writes into it
             else:
                 ws.share_pages(pages)
             self.stats.shared_tokens += n
-            self.stats.copied_tokens += ws.pool.copied_positions - copies
             sess.tokens = list(job.prompt_ids[:n])
             job.cached_tokens = job.prefilled = n
         return sess

@@ -95,7 +95,6 @@ class EngineStats:
     host_waits: int = 0  # host reads of decoded tokens: one per window of passes
     window: int = 1  # decode passes run ahead per host read
     shared_tokens: int = 0  # prompt tokens whose KV pages another sequence or the prefix cache already held
-    copied_tokens: int = 0  # of those, positions copied on the device (a partly filled page); the rest shared
 
     def as_dict(self) -> dict:
         """A JSON-able dict."""

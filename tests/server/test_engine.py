@@ -82,7 +82,7 @@ def test_a_second_turn_shares_the_cached_pages_of_the_first(tiny):
     ev = run_jobs(eng2, [job(tiny, turn2, [RowParams(0.0)])])
     cached = ev[0][-1]["usage"]["cached_tokens"]
     assert cached >= 2 * P and cached % P == 0
-    assert eng2.stats.shared_tokens == cached and eng2.stats.copied_tokens == 0
+    assert eng2.stats.shared_tokens == cached
     assert tiny.kv_stats()["copied_positions"] == before["copied_positions"]
     assert tokens_of(ev[0]) == alone(tiny, turn2, max_tokens=6)
 
@@ -139,10 +139,14 @@ def test_a_burst_sharing_a_system_prompt_prefills_it_once(tiny):
     system = " ".join(str(10 + i) for i in range(24))
     prompts = [f"{system} {t} {t + 1}" for t in (200, 210, 220, 230)]
     eng = Engine(tiny, max_batch=8)
+    before = tiny.kv_stats()
     ev = run_jobs(eng, [job(tiny, p, [RowParams(0.0)]) for p in prompts])
     cached = [ev[k][-1]["usage"]["cached_tokens"] for k in range(4)]
     assert cached[0] == 0 and all(c >= 24 for c in cached[1:]), cached
-    P = tiny.kv_stats()["page_tokens"]  # full pages shared: at most a partly filled page copied per request
-    assert eng.stats.shared_tokens == sum(cached) and eng.stats.copied_tokens <= 3 * (P - 1)
+    # pages shared: at most a partly filled page copied per request (when it first writes into it)
+    after, P = tiny.kv_stats(), tiny.kv_stats()["page_tokens"]
+    assert eng.stats.shared_tokens == sum(cached)
+    assert after["page_copies"] - before["page_copies"] <= 3
+    assert after["copied_positions"] - before["copied_positions"] <= 3 * (P - 1)
     for k, p in enumerate(prompts):
         assert tokens_of(ev[k]) == alone(tiny, p, max_tokens=6), k
