@@ -7,6 +7,7 @@ of a shared machine lands on both.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 
@@ -47,6 +48,9 @@ def _decode_run(model, ids: list, B: int, n: int, window) -> tuple:
     from ..runtime.session import run_sync
     from ..samplers.rows import RowParams, RowSampling
     from .host import python_threads_cpu_s
+    # earlier runs' working sets (in reference cycles with their sessions) give their KV pages back now, not in
+    # a collection the pool forces when it runs short inside a timed run
+    gc.collect()
     batch = Batch(model, RowSampling(model.config.vocab_size), max_batch=B, window=window)
     for _ in range(B):
         batch.add(ids, RowParams(temperature=0.0), n)  # no stop token: every row decodes n tokens
