@@ -179,7 +179,7 @@ class Engine:
         for job in list(self._joining):
             if rows + len(job.params) > self.max_batch:
                 break  # keep arrival order: the first one that does not fit waits for room
-            if job.session is None:
+            if job.session is None and not job.kv_pages:  # (a job waiting for its leader is admitted already)
                 admitted = self._admit(job)
                 if admitted is None:
                     continue  # failed: it can never fit

@@ -146,6 +146,7 @@ def test_a_burst_sharing_a_system_prompt_prefills_it_once(tiny):
     # pages shared: at most a partly filled page copied per request (when it first writes into it)
     after, P = tiny.kv_stats(), tiny.kv_stats()["page_tokens"]
     assert eng.stats.shared_tokens == sum(cached)
+    assert eng._kv_committed == 0  # the followers waited for the leader's prefill, each admitted once
     assert after["page_copies"] - before["page_copies"] <= 3
     assert after["copied_positions"] - before["copied_positions"] <= 3 * (P - 1)
     for k, p in enumerate(prompts):
