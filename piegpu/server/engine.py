@@ -278,7 +278,7 @@ class Engine:
             if source is not None:
                 ws.share_from(source.ws, n)  # a partly filled last page is copied when one of them writes into it
             else:
-                ws.share_pages(pages)
+                ws.share_pages(pages, n)  # a partly matched last page is copied when ws first writes into it
             self.stats.shared_tokens += n
             sess.tokens = list(job.prompt_ids[:n])
             job.cached_tokens = job.prefilled = n
@@ -295,7 +295,8 @@ class Engine:
                           on_token=self._on_token(job, c))
             job.choices.append(c)
         self._running.append(job)
-        self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages)  # its prompt's KV is final: later prompts share it
+        # its prompt's KV is final: later prompts share its full pages (it goes on writing into the last one)
+        self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages, partial=False)
 
     def _on_token(self, job: Job, c: Choice):
         def on_token(seq, tok, piece):

@@ -1,9 +1,11 @@
 """A radix tree of KV pages: token prefixes that finished (or still running) sequences computed, for reuse.
 
-Each node is one full page of the model's KV pool, keyed by the page_tokens token ids it holds,
-under the node of the page before it. A prompt walks the tree page by page; the pages it
-matches are shared with the new sequence (reference counts, no copy) and only the rest is
-prefilled. Only full pages are cached: a page is final once every position in it is written.
+Each node is one page of the model's KV pool, keyed by the token ids it holds (page_tokens of
+them; fewer for the last, partly filled page of a sequence), under the node of the page before
+it. A prompt walks the tree page by page, then takes the longest prefix of one more page's
+tokens: the pages it matches are shared with the new sequence (reference counts) and only the
+rest is prefilled. A page shared with a partial match is copied -- its matched positions only --
+when the new sequence first writes into it (KvPool copy on write), so reuse is token-granular.
 The tree holds a reference on each of its pages; when the pool runs short it evicts
 least-recently-used leaves that no sequence shares (KvPool.evict), and it never holds more
 than max_pages pages.
@@ -42,26 +44,42 @@ class PrefixCache:
     def __len__(self) -> int:
         return self.nodes
 
-    def _walk(self, ids: list) -> list:
-        """The nodes of the longest cached run of full pages that starts ids."""
+    def _walk(self, ids: list) -> tuple:
+        """(nodes, k): the nodes of the longest cached run of full pages that starts ids, and the page after
+        them (a node with k of the next tokens, 0 < k) or None."""
         out, node, P = [], self.root, self.page
         for i in range(len(ids) // P):
-            node = node.children.get(tuple(ids[i * P: (i + 1) * P]))
-            if node is None:
+            child = node.children.get(tuple(ids[i * P: (i + 1) * P]))
+            if child is None or len(child.key) < P:
                 break
-            out.append(node)
-        return out
+            out.append(child)
+            node = child
+        rest = ids[len(out) * P: (len(out) + 1) * P]
+        best, best_k = None, 0
+        for child in node.children.values():
+            k = 0
+            for a, b in zip(child.key, rest):
+                if a != b:
+                    break
+                k += 1
+            if k > best_k:
+                best, best_k = child, k
+        return out, (best, best_k)
 
     def peek(self, ids: list) -> int:
         """How many tokens of ids[:-1] take(ids) would reuse now (no effect on the LRU or the counters)."""
-        n = len(self._walk(list(ids)[:-1])) * self.page
+        nodes, (_, k) = self._walk(list(ids)[:-1])
+        n = len(nodes) * self.page + k
         return n if n >= self.min_reuse else 0
 
     def take(self, ids: list) -> tuple:
         """(pages, n): the cached pages of the longest prefix of ids[:-1] (the last prompt token is always
-        embedded by the first decode pass) and the tokens they hold; ([], 0) on a miss."""
-        nodes = self._walk(list(ids)[:-1])
-        n = len(nodes) * self.page
+        embedded by the first decode pass) and the tokens n they hold for it -- the last page maybe in part;
+        ([], 0) on a miss."""
+        nodes, (extra, k) = self._walk(list(ids)[:-1])
+        if extra is not None:
+            nodes = nodes + [extra]
+        n = (len(nodes) - (extra is not None)) * self.page + k
         if n < self.min_reuse or not nodes:
             self.misses += 1
             return [], 0
@@ -72,9 +90,10 @@ class PrefixCache:
         self.reused_tokens += n
         return [node.page for node in nodes], n
 
-    def put(self, tokens: list, pages: list) -> None:
-        """Cache the full pages of a sequence holding `tokens` (its page list `pages`); positions of unknown
-        identity (-1) end what is cached."""
+    def put(self, tokens: list, pages: list, partial: bool = True) -> None:
+        """Cache the pages of a sequence holding `tokens` (its page list `pages`); positions of unknown identity
+        (-1) end what is cached. A partly filled last page too with `partial` -- not for a sequence that goes
+        on writing into it (sharing it would make that sequence copy it at its next write)."""
         if self.max_pages == 0:
             return
         tokens = list(tokens)
@@ -83,7 +102,7 @@ class PrefixCache:
         P = self.page
         now = next(self._clock)
         node = self.root
-        for i in range(min(len(tokens) // P, len(pages))):
+        for i in range(min(-(-len(tokens) // P) if partial else len(tokens) // P, len(pages))):
             key = tuple(tokens[i * P: (i + 1) * P])
             child = node.children.get(key)
             if child is None:
@@ -91,6 +110,8 @@ class PrefixCache:
                 self.pool.ref([pages[i]])
                 self.nodes += 1
             child.used = now
+            if len(key) < P:
+                break
             node = child
         if self.nodes > self.max_pages:
             self._drop(self.nodes - self.max_pages, only_unshared=False)

@@ -68,8 +68,8 @@ def test_jobs_prefilled_together_equal_each_prompt_alone(tiny):
 
 
 def test_a_second_turn_shares_the_cached_pages_of_the_first(tiny):
-    """A prompt extending a finished one (a chat's second turn) takes its full KV pages from the prefix cache:
-    shared, nothing copied on the device, the same tokens as a fresh prefill."""
+    """A prompt extending a finished one (a chat's second turn) takes its KV pages from the prefix cache: shared,
+    only the matched positions of a partly matched last page copied, the same tokens as a fresh prefill."""
     P = tiny.kv_stats()["page_tokens"]
     turn1 = " ".join(str(20 + i) for i in range(2 * P + 5))
     eng = Engine(tiny, max_batch=4)
@@ -81,9 +81,11 @@ def test_a_second_turn_shares_the_cached_pages_of_the_first(tiny):
     turn2 = turn1 + " " + " ".join(str(t) for t in tokens_of(first[0])) + " 11 12"
     ev = run_jobs(eng2, [job(tiny, turn2, [RowParams(0.0)])])
     cached = ev[0][-1]["usage"]["cached_tokens"]
-    assert cached >= 2 * P and cached % P == 0
+    assert cached >= len(turn1.split())  # the first turn's prompt, its answer's KV too where it matches
     assert eng2.stats.shared_tokens == cached
-    assert tiny.kv_stats()["copied_positions"] == before["copied_positions"]
+    after = tiny.kv_stats()  # at most the partly matched last page's positions copied, when turn 2 wrote into it
+    assert after["page_copies"] - before["page_copies"] <= 1
+    assert after["copied_positions"] - before["copied_positions"] == cached % P
     assert tokens_of(ev[0]) == alone(tiny, turn2, max_tokens=6)
 
 

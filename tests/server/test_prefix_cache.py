@@ -23,20 +23,21 @@ class Pool:
         np.add.at(self.refs, pages, -1)
 
 
-def test_prefix_cache_finds_the_longest_run_of_full_pages():
+def test_prefix_cache_finds_the_longest_prefix_page_by_page_then_within_a_page():
     pool = Pool()
     c = PrefixCache(pool, max_pages=16)
-    c.put([1, 2, 3, 4, 5], [10, 11, 12])  # two full pages; the partly filled third is not cached
-    assert len(c) == 2 and pool.refs[10] == pool.refs[11] == 1 and pool.refs[12] == 0
+    c.put([1, 2, 3, 4, 5], [10, 11, 12])  # two full pages and a partly filled third
+    assert len(c) == 3 and pool.refs[10] == pool.refs[11] == pool.refs[12] == 1
     assert c.take([1, 2, 3, 4, 7, 8]) == ([10, 11], 4)
-    assert c.take([1, 2, 3, 4]) == ([10], 2)  # the last prompt token is never taken from the cache
-    assert c.take([1, 2, 3, 9, 9]) == ([10], 2)
+    assert c.take([1, 2, 3, 4, 5, 6]) == ([10, 11, 12], 5)  # into the partly filled page
+    assert c.take([1, 2, 3, 4]) == ([10, 11], 3)  # the last prompt token is never taken from the cache
+    assert c.take([1, 2, 3, 9, 9]) == ([10, 11], 3)  # one token of the second page
     assert c.take([7, 7, 7]) == ([], 0)
     assert c.peek([1, 2, 3, 4, 0]) == 4
     c.put([1, 2, 9, 9], [10, 20])  # shares the first page's node, adds a sibling
-    assert len(c) == 3 and pool.refs[10] == 1 and pool.refs[20] == 1
+    assert len(c) == 4 and pool.refs[10] == 1 and pool.refs[20] == 1
     assert c.take([1, 2, 9, 9, 0]) == ([10, 20], 4)
-    assert c.hits == 4 and c.misses == 1
+    assert c.hits == 5 and c.misses == 1
 
 
 def test_prefix_cache_stops_at_unknown_tokens_and_keeps_its_bound():
