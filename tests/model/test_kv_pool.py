@@ -177,3 +177,14 @@ def test_a_batch_row_the_pool_cannot_hold_fails_alone():
         alone = m.generate(p, max_tokens=16)
         alone.run()
         assert alone.tokens == tokens
+
+
+def test_serve_kv_mb_argument():
+    """piegpu serve --kv-mb takes a size in MiB > 0 (argparse refuses 0 and words before any model loads)."""
+    from piegpu.cli import build_parser
+    p = build_parser()
+    assert p.parse_args(["serve", "--kv-mb", "256"]).kv_mb == 256.0
+    assert p.parse_args(["serve"]).kv_mb is None
+    for bad in ("0", "-1", "lots"):
+        with pytest.raises(SystemExit):
+            p.parse_args(["serve", "--kv-mb", bad])
