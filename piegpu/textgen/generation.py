@@ -144,6 +144,8 @@ class Generation:
         pool = self.model.gpu.kv
         self.stats.kv_pages = len(ws.pages) if ws is not None else 0
         self.stats.kv_pages_used, self.stats.kv_pages_total = pool.pages_used, pool.pages_total - 1
+        if getattr(self, "_owns_ws", False):  # nobody can continue on a working set the generation made itself:
+            ws.release()  # its KV pages go back now, not when the cycle collector finds it and its session
         return rest
 
     def _stops(self, stop):
@@ -205,6 +207,7 @@ class Generation:
         if self.ws is None:
             need = min(model.config.max_position_embeddings, len(self.prompt_ids) + self.max_tokens + 1)
             self.ws = model.working_set(need)
+            self._owns_ws = True  # finish() gives its pages back
         sess = model.session(self.ws)
         if self.reuse_prefix:  # planned again: the working set may have changed since __init__
             sess.truncate(self._plan_reuse(sess))

@@ -188,3 +188,11 @@ def test_serve_kv_mb_argument():
     for bad in ("0", "-1", "lots"):
         with pytest.raises(SystemExit):
             p.parse_args(["serve", "--kv-mb", bad])
+
+
+def test_a_generation_without_a_working_set_gives_its_pages_back_at_once(default_model):
+    gc.collect()
+    base = default_model.kv_stats()["pages_used"]
+    g = default_model.generate("Once upon a time", max_tokens=40, temperature=0)
+    g.run()
+    assert g.stats.kv_pages >= 3 and default_model.kv_stats()["pages_used"] == base  # no collection needed
