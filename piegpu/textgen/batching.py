@@ -46,9 +46,12 @@ def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
 def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
     for g, s in zip(gens, seqs):
         g.finish(finish_reason(s))
+        g.stats.kv_pages = len(s.session.ws.pages)
         g.stats.host_waits = s.host_waits
         g.stats.decode_s = time.perf_counter() - t0
         g.stats.prefill_s = prefill_s
+    for s in seqs:  # the working sets made here: nobody continues on them, their KV pages go back now
+        s.session.ws.release()
     return gens
 
 

@@ -196,3 +196,8 @@ def test_a_generation_without_a_working_set_gives_its_pages_back_at_once(default
     g = default_model.generate("Once upon a time", max_tokens=40, temperature=0)
     g.run()
     assert g.stats.kv_pages >= 3 and default_model.kv_stats()["pages_used"] == base  # no collection needed
+    gens = default_model.generate_batch(["Once upon a time", "The sea"], max_tokens=20)
+    assert all(x.stats.kv_pages >= 1 for x in gens) and default_model.kv_stats()["pages_used"] == base
+    n = default_model.generate("Once upon a time", max_tokens=20, n=2, temperature=0.8)
+    n.run()
+    assert default_model.kv_stats()["pages_used"] == base
