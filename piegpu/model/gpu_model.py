@@ -7,6 +7,7 @@ drives a GpuModel through encode() and encode_advance().
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from dataclasses import dataclass
@@ -278,7 +279,7 @@ class GpuModel:
         A decode pass over a long sequence (ws.length >= SPLIT_FROM when planned) splits its attention
         (decode_splits): a plan of its own, made once the sequence gets there.
         """
-        splits = self.decode_splits() if T == 1 and ws.length >= SPLIT_FROM else 1
+        splits = self.decode_splits if T == 1 and ws.length >= SPLIT_FROM else 1
         key = (T, readout, tokens, splits)
         hit = ws.plans.get(key)
         if hit is None:
@@ -291,6 +292,7 @@ class GpuModel:
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
 
+    @functools.cached_property
     def decode_splits(self) -> int:
         """Runs of positions one sequence's decode attention is split into: enough workgroups (a head each, or
         HG heads with 8-lane subgroups) for 4 per core of a CPU adapter, 64 on a GPU; at most MAX_SPLITS."""

@@ -193,23 +193,20 @@ class Kernels:
         tokens = max(n for *_, n in seqs)
         uniform, tables = self._seqs(seqs)
         bufs = {0: q, 1: out, 2: uniform, 3: pool.keys[layer], 4: pool.values[layer], 5: tables}
+        S = self.splits if tokens == 1 and parts is not None else 1
         if self.gpu.dev.subgroup_lanes:  # lanes split the head, no barrier (attention_decode_lanes.wgsl)
             hg = lane_heads(params["GROUP"])
-            S = self.splits if tokens == 1 and parts is not None else 1
             split = {"SPLITS": S, "PARTS": ""}
             if S > 1:
                 split["PARTS"] = "@group(0) @binding(6) var<storage, read_write> parts: array<vec4<f32>>;"
                 bufs[6] = parts
             k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg, **split, "ATTEND": decode_lane_code(
                 c.head_dim // 4, hg, split=S > 1)}, kv)
-            self.rec.dispatch(k, bufs, (heads // hg, tokens * S, G), "attention", key, binds)
-            if S > 1:
-                self._combine(parts, out, bufs[2], G, key, binds)
-            return
-        S = self.splits if tokens == 1 and parts is not None else 1
-        bufs[6] = parts if S > 1 else self.gpu.zeros(4)  # (declared always; written with SPLITS > 1 only)
-        k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1), "SPLITS": S},
-                                {"ATTEND_FN": "attend", **kv})
+            heads //= hg
+        else:
+            bufs[6] = parts if S > 1 else self.gpu.zeros(4)  # (declared always; written with SPLITS > 1 only)
+            k = self.gpu.lib.kernel("attention", {**params, "WG": self.attention_wg(batched=G > 1), "SPLITS": S},
+                                    {"ATTEND_FN": "attend", **kv})
         self.rec.dispatch(k, bufs, (heads, tokens * S, G), "attention", key, binds)
         if S > 1:
             self._combine(parts, out, bufs[2], G, key, binds)

@@ -92,12 +92,13 @@ class KvPool:
         self.page, self.pages_total = P, _ = pool_pages(c, kv_mb, page_tokens, model.dev.is_cpu)
         kr = c.num_key_value_heads * c.head_dim
         self.layer_page_bytes = P * kr * 4  # one layer's K (or V) of one page
-        self.bytes_per_page = 2 * c.num_hidden_layers * self.layer_page_bytes
+        self.bytes_per_page = kv_bytes_per_position(c) * P
         self.context = c.max_position_embeddings
         self.max_pages = -(-self.context // P)  # a table row's page entries
         rows = self.pages_total * P
-        per_row = texture_rows(kr, P, model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE)) if textures else 0
-        if per_row and -(-rows // per_row) <= model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE):
+        tex_limit = model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE)
+        per_row = texture_rows(kr, P, tex_limit) if textures else 0
+        if per_row and -(-rows // per_row) <= tex_limit:
             self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row)
         else:
             limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)

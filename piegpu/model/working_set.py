@@ -71,16 +71,10 @@ class WorkingSet:
             self.pages.extend(got)
             pool.write_entries(self.slot, have, got)
 
-    def _trim(self, n: int) -> None:
-        """Keep pages for positions < n only (the caller writes the new length)."""
-        keep = -(-n // self.pool.page)
-        if keep < len(self.pages):
-            self.pool.unref(self.pages[keep:])
-            del self.pages[keep:]
-
     def share_pages(self, pages: list, n: int | None = None) -> None:
-        """Hold `pages` (full pages, shared: the prefix cache's or another sequence's) as its first positions,
-        n = len(pages) * page_tokens of them; what this working set held before is given back."""
+        """Hold `pages` (shared: the prefix cache's or another sequence's) as its first n positions (default: all
+        of them full; a partly used last page is copied when this working set first writes into it); what this
+        working set held before is given back."""
         pool = self.pool
         n = len(pages) * pool.page if n is None else n
         if n > self.max_tokens or n > len(pages) * pool.page:
@@ -104,9 +98,7 @@ class WorkingSet:
     # ---- the sequence -------------------------------------------------------------------------
     def reset(self) -> None:
         """Forget every position (its pages go back to the pool)."""
-        self._trim(0)
-        self.pool.write_header(self.slot, 0)
-        self.length = 0
+        self.set_length(0)
 
     def note_length(self, n: int) -> None:
         """Tell the host the device's length (after an accepting pass); nothing is written."""
@@ -123,9 +115,12 @@ class WorkingSet:
         return self.model.fork(self)
 
     def set_length(self, n: int) -> None:
-        """Truncate the sequence to its first n positions (device and host views)."""
+        """Truncate the sequence to its first n positions (device and host views); pages past them go back."""
         if not 0 <= n <= self.length:
             raise ValidationError(f"set_length({n}): the working set holds {self.length} positions")
-        self._trim(n)
+        keep = -(-n // self.pool.page)
+        if keep < len(self.pages):
+            self.pool.unref(self.pages[keep:])
+            del self.pages[keep:]
         self.pool.write_header(self.slot, n)
         self.length = n

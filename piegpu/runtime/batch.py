@@ -203,7 +203,8 @@ class Batch:
         ready = [s for s in self.active if s.ready][: self.max_batch]
         # the pages of the whole run, or of the next token at least (the run is then cut to what they hold)
         budget = min((s.max_tokens - len(s.tokens) for s in ready), default=0)
-        ready = [s for s in ready if self._reserve_quietly(s, budget) or self._reserve(s, s.session.ws.length + 1)]
+        ready = [s for s in ready if self._reserve(s, s.session.ws.length + budget, quiet=True)
+                 or self._reserve(s, s.session.ws.length + 1)]
         if ready:
             await self._decode_run(ready)
         return bool(self.active)
@@ -226,21 +227,16 @@ class Batch:
         self.stats.prefill_passes += 1
 
     @staticmethod
-    def _reserve_quietly(s: Sequence, tokens: int) -> bool:
-        try:
-            s.session.ws.reserve(s.session.ws.length + tokens)
-            return True
-        except ValidationError:
-            return False
-
-    def _reserve(self, s: Sequence, length: int) -> bool:
+    def _reserve(s: Sequence, length: int, quiet: bool = False) -> bool:
         """KV pages for s up to `length` positions; if the pool cannot give them, s leaves with the error
-        (finish_reason "error") and the others go on. Returns whether it has them."""
+        (finish_reason "error") and the others go on -- unless `quiet` (the caller tries less). Returns
+        whether it has them."""
         try:
             s.session.ws.reserve(length)
             return True
         except ValidationError as e:
-            s.finish_reason, s.error = "error", str(e)
+            if not quiet:
+                s.finish_reason, s.error = "error", str(e)
             return False
 
     def _decode_pass_for(self, wss: list, key) -> _DecodePass:

@@ -157,7 +157,7 @@ class Session:
         self.pending = None
 
     def fork(self) -> "Session":
-        """A session on a fork of this working set (full pages shared), knowing the same tokens and pending token."""
+        """A session on a fork of this working set (its pages shared), knowing the same tokens and pending token."""
         other = self.model.session(self.model.gpu.fork(self.ws))
         other.tokens, other.pending = list(self.tokens), self.pending
         return other

@@ -97,6 +97,7 @@ class Generation:
         stop_ids, stop_strings = self._stops(stop)
         ids = model.tokenizer.encode(self.prompt).ids
         self.ws = working_set
+        self._owns_ws = False  # a working set _stream makes itself (finish() gives its pages back)
         self.reuse_prefix = bool(reuse_prefix)
         self._sequence = ids  # with reuse_prefix: the whole sequence, of which prompt_ids is the unheld rest
         if working_set is not None and not reuse_prefix:
@@ -140,12 +141,11 @@ class Generation:
         rest = self.out.finish(reason)
         self.stats.stop_reason = self.out.stop_reason
         self.stats.generated = len(self.tokens)
-        ws = getattr(self, "ws", None)
         pool = self.model.gpu.kv
-        self.stats.kv_pages = len(ws.pages) if ws is not None else 0
+        self.stats.kv_pages = len(self.ws.pages) if self.ws is not None else 0
         self.stats.kv_pages_used, self.stats.kv_pages_total = pool.pages_used, pool.pages_total - 1
-        if getattr(self, "_owns_ws", False):  # nobody can continue on a working set the generation made itself:
-            ws.release()  # its KV pages go back now, not when the cycle collector finds it and its session
+        if self._owns_ws:  # nobody can continue on a working set the generation made itself: its KV pages go
+            self.ws.release()  # back now, not when the cycle collector finds it and its session
         return rest
 
     def _stops(self, stop):
@@ -207,7 +207,7 @@ class Generation:
         if self.ws is None:
             need = min(model.config.max_position_embeddings, len(self.prompt_ids) + self.max_tokens + 1)
             self.ws = model.working_set(need)
-            self._owns_ws = True  # finish() gives its pages back
+            self._owns_ws = True
         sess = model.session(self.ws)
         if self.reuse_prefix:  # planned again: the working set may have changed since __init__
             sess.truncate(self._plan_reuse(sess))

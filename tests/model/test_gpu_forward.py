@@ -213,7 +213,7 @@ def test_long_decode_splits_its_attention_and_matches_reference(gpu, max_binding
     assert max(errs) < 5e-5, errs
     if g.dev.subgroup_lanes:
         splits = [key[3] for key in ws.plans if key[0] == 1]
-        assert splits and max(splits) == g.decode_splits() > 1
+        assert splits and max(splits) == g.decode_splits > 1
 
 
 def test_long_decode_without_subgroups_splits_attention_wgsl(gpu, monkeypatch):
@@ -224,7 +224,7 @@ def test_long_decode_without_subgroups_splits_attention_wgsl(gpu, monkeypatch):
     monkeypatch.setattr(Device, "subgroup_lanes", property(lambda self: 0))
     model, ref = tiny_model(tiny_config(max_pos=512), seed=9)
     g = model.gpu
-    assert g.decode_splits() > 1
+    assert g.decode_splits > 1
     ws = model.working_set(512)
     ids = [int(x) for x in np.random.default_rng(3).integers(0, 300, gpu_model.SPLIT_FROM + 3)]
     cache = ref.new_cache()
@@ -235,4 +235,4 @@ def test_long_decode_without_subgroups_splits_attention_wgsl(gpu, monkeypatch):
         a, b = ref.forward([tok], cache)[-1], g.forward(ws, [tok])[0]
         errs.append(float(np.abs(a - b).max()))
     assert max(errs) < 5e-5, errs
-    assert max(key[3] for key in ws.plans if key[0] == 1) == g.decode_splits()  # the decode plans split
+    assert max(key[3] for key in ws.plans if key[0] == 1) == g.decode_splits  # the decode plans split
