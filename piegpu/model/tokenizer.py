@@ -64,8 +64,12 @@ def chat_prompt(
     template: str | None = None,
     special_tokens: Mapping[str, str] | None = None,
     tokenizer_adds_bos: bool = False,
+    tools: list | None = None,
 ) -> str:
     """Render messages ([{"role", "content"}]) with SmolLM2's template, or another jinja `template`.
+
+    `tools` (OpenAI tool definitions) is the template's `tools` variable, as transformers passes it;
+    messages may carry tool_calls / tool_call_id keys for templates that render them.
 
     `special_tokens` (bos_token, eos_token, ...) are the template's variables, as transformers passes
     them. When the tokenizer puts BOS first itself (`tokenizer_adds_bos`), a BOS the template prints
@@ -78,9 +82,10 @@ def chat_prompt(
                 f"chat_prompt: messages[{k}] = {m!r}; each message must be a dict with string "
                 "'role' and 'content', e.g. {'role': 'user', 'content': 'Hi'}"
             )
-    if template is None or template == SMOLLM2_CHAT_TEMPLATE:
+    if (template is None or template == SMOLLM2_CHAT_TEMPLATE) and not tools:
         return _smollm2_prompt(messages, add_generation_prompt)
-    text = render_chat_template(template, messages, add_generation_prompt, special_tokens)
+    text = render_chat_template(template or SMOLLM2_CHAT_TEMPLATE, messages, add_generation_prompt, special_tokens,
+                                tools=tools or None)
     bos = (special_tokens or {}).get("bos_token")
     if tokenizer_adds_bos and bos and text.startswith(bos):
         text = text[len(bos):]

@@ -16,7 +16,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..errors import PieGpuError
 from ..samplers.options import SamplingOptions
 from .engine import Engine, Job, QueueFull
+from .llamacpp import register_llamacpp
 from .protocol import ChatCompletionRequest, CompletionRequest, ServerError, error_body
+from .tools import plan as tool_plan
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streaming request checks that its client is still there
 
@@ -181,6 +183,14 @@ class _Chat:
         delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text is not None else {})
         return {"index": index, "delta": delta, "logprobs": self.logprobs(entries), "finish_reason": reason}
 
+    def deltas(self, index: int, text: str, entries) -> list:
+        """The stream's choice deltas for one generated piece (tool calls: server/toolcalls.ToolChat)."""
+        return [self.delta(index, text, entries, None)]
+
+    def finish(self, index: int, reason: str) -> list:
+        """The stream's last choice deltas of a choice."""
+        return [self.delta(index, None, None, reason)]
+
 
 class _Completion(_Chat):
     """The text_completion response shapes (logprobs in the legacy layout)."""
@@ -262,10 +272,11 @@ async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list,
         try:
             async for ev in api.events(jobs, queue):
                 if ev["type"] == "piece":
-                    yield _sse({**chunk_head, "choices": [shape.delta(index(ev), ev["text"],
-                                                                      ev["tokens"] if logprobs else None, None)]})
+                    for d in shape.deltas(index(ev), ev["text"], ev["tokens"] if logprobs else None):
+                        yield _sse({**chunk_head, "choices": [d]})
                 elif ev["type"] == "finish":
-                    yield _sse({**chunk_head, "choices": [shape.delta(index(ev), None, None, ev["reason"])]})
+                    for d in shape.finish(index(ev), ev["reason"]):
+                        yield _sse({**chunk_head, "choices": [d]})
                 elif ev["type"] == "done":
                     dones.append(ev)
         except ServerError as e:
@@ -345,14 +356,17 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatCompletionRequest, request: Request):
-        """OpenAI chat completions: the chat template applied to the messages."""
+        """OpenAI chat completions: the chat template applied to the messages (tools: server/tools.py)."""
         api.check_model(body.model)
+        tools = tool_plan(body, api.model)
         try:
-            text = api.model.chat_prompt(body.chat_messages())
+            text = (api.model.chat_prompt(tools.messages, tools=tools.template_tools) if tools is not None
+                    else api.model.chat_prompt(body.chat_messages()))
         except PieGpuError as e:
             raise ServerError(400, str(e), "messages") from None
         logprobs, top = body.logprobs, (body.top_logprobs or 0) if body.logprobs else 0
-        return await _respond(api, request, body, _Chat(api), [api.encode(text)], logprobs, top)
+        shape = tools.shape(_Chat(api)) if tools is not None else _Chat(api)
+        return await _respond(api, request, body, shape, [api.encode(text)], logprobs, top)
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
@@ -370,6 +384,8 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
         logprobs = body.logprobs is not None
         echo = [api.model.tokenizer.decode(ids) for ids in prompts] if body.echo else None
         return await _respond(api, request, body, _Completion(api), prompts, logprobs, body.logprobs or 0, echo)
+
+    register_llamacpp(app, api, api_key)  # llama.cpp's /completion, /tokenize, /props, /metrics...
 
     def openapi() -> dict:
         """FastAPI's schema, with `model` naming the one model served (clients and fuzzers see the valid value)."""

@@ -72,6 +72,13 @@ class Engine:
         with self._lock:
             return len(self._inbox) + len(self._joining) + len(self._running)
 
+    def counts(self) -> dict:
+        """Requests by state: waiting (queued, no KV yet), prefilling, running (rows of the decode passes)."""
+        with self._lock:
+            inbox, joining, running = len(self._inbox), list(self._joining), len(self._running)
+        waiting = inbox + sum(1 for j in joining if j.session is None)
+        return {"waiting": waiting, "prefilling": inbox + len(joining) - waiting, "running": running}
+
     def submit(self, job: Job) -> None:
         """Queue a job (QueueFull when max_queue requests are waiting or running)."""
         if self._stopping:
@@ -274,6 +281,7 @@ class Engine:
             pages, n = self.cache.take(job.prompt_ids)
         ws = self.model.working_set(max(size, n))
         sess = self.model.session(ws)
+        job.started = time.perf_counter()
         if n:
             if source is not None:
                 ws.share_from(source.ws, n)  # a partly filled last page is copied when one of them writes into it
@@ -295,6 +303,7 @@ class Engine:
                           on_token=self._on_token(job, c))
             job.choices.append(c)
         self._running.append(job)
+        self.stats.prompt_tokens += len(job.prompt_ids) - job.cached_tokens
         # its prompt's KV is final: later prompts share its full pages (it goes on writing into the last one)
         self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages, partial=False)
 
@@ -304,6 +313,8 @@ class Engine:
                 return False
             try:
                 c.tokens += 1
+                self.stats.tokens_predicted += 1
+                job.first_token = job.first_token or time.perf_counter()
                 entry = None
                 if c.params.logprobs:
                     top = seq.top_logprobs[-1] if c.params.top_logprobs else []
@@ -359,6 +370,10 @@ class Engine:
                 sess.ws.release()
         job.session = None
         self.completed += 1
+        job.finished = time.perf_counter()
+        self.stats.requests_finished += 1
+        longest = len(job.prompt_ids) + max((c.tokens for c in job.choices), default=0)
+        self.stats.n_tokens_max = max(self.stats.n_tokens_max, longest)
         usage = {"prompt_tokens": len(job.prompt_ids), "completion_tokens": sum(c.tokens for c in job.choices),
                  "cached_tokens": job.cached_tokens}
         job.emit({"type": "done", "usage": usage, "cancelled": cancelled})

@@ -1,5 +1,6 @@
 """Structured output for the server: response_format (and llama.cpp's grammar / json_schema / regex extensions)
-as piegpu.inferlets.grammar Constraints, one llguidance Matcher per choice (a batch row's grammar mask)."""
+and tool calls (the Lark grammar server/tools.py builds) as piegpu.inferlets.grammar Constraints, one llguidance
+Matcher per choice (a batch row's grammar mask)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ class Constraints:
     @staticmethod
     def request(req) -> dict:
         """The constraint keywords of a request ({} when it has none)."""
+        tools = getattr(req, "_tool_grammar", None)  # server/tools.py folded response_format into it
+        if tools is not None:
+            extra = next((k for k in ("grammar", "regex", "json_schema") if getattr(req, k, None) is not None), None)
+            if extra:
+                raise ServerError(400, f"{extra} cannot be combined with tools (the answer follows the tool-call "
+                                       "grammar); drop it, or pass tool_choice none", extra)
+            return {"lark": tools}
         out = {}
         rf = getattr(req, "response_format", None)
         if rf is not None and rf.type == "json_object":
@@ -40,7 +48,8 @@ class Constraints:
         """() -> a fresh Matcher per choice; 400 with llguidance's message for a grammar it cannot compile."""
         try:
             c = Constraint.from_request(self.model, **self.request(req))
-        except PieGpuError as e:
-            raise ServerError(400, f"the output constraint cannot be used: {e}", "response_format") from None
+        except (PieGpuError, ValueError) as e:
+            where = "tools" if getattr(req, "_tool_grammar", None) is not None else "response_format"
+            raise ServerError(400, f"the output constraint cannot be used: {e}", where) from None
         c.matcher()  # a grammar that fails at its start fails here, not on the engine thread
         return c.matcher

@@ -73,6 +73,9 @@ class Job:
     cancelled: bool = False
     submitted: float = field(default_factory=time.perf_counter)
     kv_pages: int = 0  # KV pages set aside for it while admitted (Engine._admit)
+    started: float = 0.0  # perf_counter when its prompt began to be processed (its session was made)
+    first_token: float = 0.0  # ... when its first token was drawn
+    finished: float = 0.0  # ... when it finished
 
     def cancel(self) -> None:
         """Stop every choice at the next pass (callable from any thread)."""
@@ -95,6 +98,10 @@ class EngineStats:
     host_waits: int = 0  # host reads of decoded tokens: one per window of passes
     window: int = 1  # decode passes run ahead per host read
     shared_tokens: int = 0  # prompt tokens whose KV pages another sequence or the prefix cache already held
+    prompt_tokens: int = 0  # prompt tokens of joined requests that were not already held (llama.cpp's processed)
+    tokens_predicted: int = 0  # tokens drawn, every choice
+    requests_finished: int = 0  # requests that left the engine (done, failed or cancelled)
+    n_tokens_max: int = 0  # the longest sequence so far (prompt + drawn), in positions
 
     def as_dict(self) -> dict:
         """A JSON-able dict."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 MAX_STOP = 4  # OpenAI's limit on stop sequences
 MAX_N = 16
@@ -132,9 +132,56 @@ class TextPart(_Body):
     text: str
 
 
+TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # OpenAI's rule for function names
+
+
+class FunctionDef(_Body):
+    name: str = Field(pattern=TOOL_NAME)
+    description: Optional[str] = None
+    parameters: Optional[dict] = None  # a JSON Schema object; None: the function takes no arguments
+    strict: Optional[bool] = None
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class FunctionName(_Body):
+    name: str
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: FunctionName
+
+
+class FunctionCall(_Body):
+    name: str
+    arguments: str = "{}"  # JSON text, as OpenAI sends it
+
+
+class ToolCall(_Body):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(_Body):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: Optional[Union[str, list[TextPart]]] = None
+    name: Optional[str] = None
+    tool_calls: Optional[list[ToolCall]] = None  # an assistant's earlier calls
+    tool_call_id: Optional[str] = None  # a tool message: the call it answers
+    function_call: Optional[FunctionCall] = None  # legacy: an assistant's earlier call
+
+    @model_validator(mode="after")
+    def _tool_fields(self):
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id (the id of the assistant's tool call it answers)")
+        if (self.tool_calls or self.function_call) and self.role != "assistant":
+            raise ValueError(f"tool_calls / function_call belong to assistant messages, not {self.role}")
+        return self
 
     def text(self) -> str:
         """The message's text (content parts joined)."""
@@ -150,18 +197,35 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: Optional[int] = Field(default=None, ge=1)
     logprobs: bool = False
     top_logprobs: Optional[int] = Field(default=None, ge=0, le=20)
-    tools: Optional[list] = None
-    functions: Optional[list] = None
+    tools: Optional[list[Tool]] = None
+    tool_choice: Optional[Union[Literal["none", "auto", "required"], NamedToolChoice]] = None
+    parallel_tool_calls: bool = True
+    functions: Optional[list[FunctionDef]] = None  # legacy: tools
+    function_call: Optional[Union[Literal["none", "auto"], FunctionName]] = None  # legacy: tool_choice
+    _tool_grammar: Optional[str] = PrivateAttr(default=None)  # set by server/tools.py: the tool-call grammar
 
     @model_validator(mode="after")
     def _logprobs(self):
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs: true")
-        if self.tools or self.functions:  # answering in plain text would look like a model that never calls tools
-            raise ValueError("tool calling (tools / functions) is not supported by piegpu serve; send the request "
-                             "without them, or describe the tool in the messages and constrain the output with "
-                             "response_format json_schema")
         return self
+
+    def legacy(self) -> bool:
+        """Whether the request uses the legacy functions / function_call fields."""
+        return self.functions is not None or self.function_call is not None
+
+    def tool_list(self) -> list:
+        """The tools (legacy functions as tools)."""
+        if self.functions is not None:
+            return [Tool(type="function", function=f) for f in self.functions]
+        return list(self.tools or [])
+
+    def choice(self) -> str:
+        """tool_choice as "none", "auto", "required" or a function's name ("auto" with tools, else "none")."""
+        c = self.function_call if self.legacy() else self.tool_choice
+        if c is None:
+            return "auto" if self.tool_list() else "none"
+        return c if isinstance(c, str) else c.function.name if isinstance(c, NamedToolChoice) else c.name
 
     def limit(self) -> Optional[int]:
         """max_completion_tokens, else max_tokens (None: up to the context)."""

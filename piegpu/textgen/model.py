@@ -147,17 +147,18 @@ class Model:
         with device_lock(self.gpu.device):
             return self.gpu.logits_all(ids)
 
-    def chat_prompt(self, messages, add_generation_prompt: bool = True) -> str:
-        """The model's chat template applied to a user string or a list of {role, content} messages."""
+    def chat_prompt(self, messages, add_generation_prompt: bool = True, tools: list | None = None) -> str:
+        """The model's chat template applied to a user string or a list of {role, content} messages
+        (`tools`: OpenAI tool definitions, the template's `tools` variable)."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
         if self.chat_template is None:
-            return chat_prompt(messages, add_generation_prompt)
+            return chat_prompt(messages, add_generation_prompt, tools=tools)
         from ..model.chat_template import special_tokens_of  # the template's bos_token, eos_token
         bos = self.config.bos_token_id
         adds_bos = isinstance(bos, int) and self.tokenizer.encode("x").ids[:1] == [bos]
         return chat_prompt(messages, add_generation_prompt, self.chat_template,
-                           special_tokens_of(self.tokenizer, self.config), adds_bos)
+                           special_tokens_of(self.tokenizer, self.config), adds_bos, tools=tools)
 
     def generate(self, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,

@@ -59,7 +59,8 @@ BAD = [
     ("a sampler not carried by batched rows (mirostat)", chat(mirostat=2), None),
     ("a sampler not carried by batched rows (xtc)", chat(xtc_probability=0.5), None),
     ("typical_p 0", chat(typical_p=0), None),
-    ("tools (not supported)", chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]), None),
+    ("tool_choice naming no tool", chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                                        tool_choice={"type": "function", "function": {"name": "g"}}), None),
 ]
 
 
