@@ -88,10 +88,10 @@ class SamplingOptions:
                                   "Fix: call model.generate(prompt, sampler=prog) per prompt, or use a named sampler")
 
     def row_params(self, seed: int = 0, logprobs: bool = False, top_logprobs: int = 0,
-                   constrained: bool = False) -> RowParams:
-        """The RowParams of a batched row with these options (ValidationError for stages a row cannot carry)."""
+                   constrained: bool = False, tokenizer=None) -> RowParams:
+        """The RowParams of a batched row with these options (`tokenizer` resolves DRY's string breakers)."""
         self.require_rows("batched sampling")
-        return RowParams.of(self.sampler, seed, logprobs, top_logprobs, constrained)
+        return RowParams.of(self.sampler, seed, logprobs, top_logprobs, constrained, tokenizer)
 
     def __repr__(self) -> str:
         return f"SamplingOptions({self.spec!r}, temperature={self.temperature}, value={self.value}, {self.options})"

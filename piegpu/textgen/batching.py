@@ -38,7 +38,7 @@ def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
     """Admit generation g to the batch (its tokens and text arrive through g.out); returns its runtime Sequence."""
     g.start()  # it runs here, not through its own stream
     constraint = g.constraint.matcher() if g.constraint is not None else None  # a grammar mask per row
-    params = g.options.row_params(g.seed, logprobs, constrained=constraint is not None)
+    params = g.options.row_params(g.seed, logprobs, constrained=constraint is not None, tokenizer=g.model.tokenizer)
     # penalties count the prompt, as generate() does
     return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint)
 
