@@ -45,6 +45,7 @@ class RowParams:
     typical_p: float = 1.0  # locally typical sampling mass, 1 = off
     chain: tuple = ()
     dry: object = None
+    program: object = None  # an eta Program (logits f32[vocab], state u32[2]) -> token: the row's whole sampler
 
     def __post_init__(self):
         object.__setattr__(self, "temperature", check_temperature(self.temperature))
@@ -71,6 +72,12 @@ class RowParams:
         if miro and miro != [len(chain) - 1]:
             raise ValidationError("RowParams: Mirostat must be the last truncation, once. Fix: move it last")
         object.__setattr__(self, "chain", chain)
+        if self.program is not None:
+            if chain or self.dry is not None or self.penalized or self.logit_bias or self.constrained or (
+                    self.top_k, self.top_p, self.min_p, self.typical_p) != (0, 1.0, 0.0, 1.0):
+                raise ValidationError("RowParams: a sampler program is the row's whole sampler; it takes no other "
+                                      "stage, penalty, bias or grammar. Fix: trace them into the program")
+            object.__setattr__(self, "temperature", 1.0)
         if self.dry is not None:
             if not isinstance(self.dry, DRY) or self.dry.needs_tokenizer:
                 raise ValidationError("RowParams: dry must be a DRY stage with its breakers resolved "
@@ -86,7 +93,7 @@ class RowParams:
     @property
     def truncations(self) -> tuple:
         """The row's truncation stages in the order they apply (none when greedy)."""
-        if self.temperature == 0.0:
+        if self.temperature == 0.0 or self.program is not None:
             return ()
         if self.chain:
             return self.chain
@@ -148,6 +155,7 @@ class RowKey:
     flags: frozenset
     slots: tuple = ()
     dry: tuple | None = None  # (L, J, K, S) when a row has DRY
+    programs: tuple = ()  # per row its sampler program or None, when any row has one
 
     def __contains__(self, flag: str) -> bool:
         return flag in self.flags
@@ -163,12 +171,14 @@ def structure_of(params: list) -> RowKey:
     need = set()
     for p in params:
         for flag, on in (("logprobs", p.logprobs), ("top_logprobs", p.top_logprobs), ("penalties", p.penalized),
-                         ("bias", p.logit_bias), ("mask", p.constrained), ("sample", p.temperature > 0)):
+                         ("bias", p.logit_bias), ("mask", p.constrained),
+                         ("sample", p.temperature > 0 and p.program is None)):
             if on:
                 need.add(flag)
     slots = layout_of(tuple(slot_of(t) for t in p.truncations) for p in params)
     drys = [p.dry for p in params if p.dry is not None]
-    return RowKey(frozenset(need), slots, dry_shape(drys) if drys else None)
+    programs = tuple(p.program for p in params) if any(p.program is not None for p in params) else ()
+    return RowKey(frozenset(need), slots, dry_shape(drys) if drys else None, programs)
 
 
 class RowState:

@@ -198,13 +198,31 @@ class RowSampler:
         """
         counts = self.extra["counts"].take() if "penalties" in self.stages else None
         dry = self.dry.take() if self.dry is not None else None
-        token = self._draw(logits, self.rng.take(), counts, dry)
+        r = self.rng.take()
+        token = self._draw(logits, r, counts, dry)
+        if self.key.programs:
+            token = self._programs(logits, r, token)
         if counts is not None:
             idx = eta.cast(eta.broadcast(eta.iota(self.vocab), [self.rows, self.vocab]), dtype.i32)
             self.extra["counts"].put(counts + eta.cast(eta.eq(idx, keep_dims(token, counts)), dtype.i32))
         if dry is not None:
             self.dry.put_next(dry, token)
         return token
+
+    def _programs(self, logits, r, token):
+        """Traced: the rows with a sampler program take its token (the program inlined on the row's logits and
+        RNG state); the others keep `token`."""
+        from ..runtime.forward import inline_program
+        B, V = self.rows, self.vocab
+        flat, states = eta.reshape(logits, [B * V]), eta.reshape(r, [2 * B])
+        parts = []
+        for b, prog in enumerate(self.key.programs):
+            if prog is None:
+                parts.append(eta.slice_last(token, b, 1))
+            else:
+                (t,) = inline_program(prog, (eta.slice_last(flat, b * V, V), eta.slice_last(states, 2 * b, 2)))
+                parts.append(eta.reshape(eta.cast(t, dtype.i32), [1]))
+        return eta.concat(parts)
 
     def _draw(self, logits, r, counts, dry):
         B = self.rows

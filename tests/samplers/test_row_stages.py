@@ -164,6 +164,31 @@ def test_new_stage_values_compile_nothing(tiny):
     assert cache.cache_stats()["misses"] == before["misses"]
 
 
+def test_sampler_program_rows_beside_named_samplers_equal_each_alone(tiny):
+    """A program row (top-a traced into a container) beside named-sampler rows: each equals its request alone."""
+    vocab = tiny.config.vocab_size
+    prog = eta.Program.from_bytes(eta.trace(lambda x, s: eta.gumbel_max(eta.mask_apply(x, eta.top_a_mask(x, 0.2)), s),
+                                            S([vocab], dtype.f32), S([2], dtype.u32)).to_bytes())
+    gens = tiny.generate_batch(PROMPTS, max_tokens=6, sampler=prog, seed=21)
+    assert [g.tokens for g in gens] == [alone(tiny, p, max_tokens=6, sampler=prog, seed=21) for p in PROMPTS]
+    batch = Batch(tiny, RowSampling(vocab))
+    opts = [samplers.options.SamplingOptions.of(prog), samplers.options.SamplingOptions.of("top-k", 0.8, k=9),
+            samplers.options.SamplingOptions.of(prog), samplers.options.SamplingOptions.of("greedy")]
+    seqs = []
+    for o, prompt, seed, n in zip(opts, PROMPTS, (3, 4, 5, 6), (6, 3, 5, 6)):
+        ids = tiny.tokenizer.encode(prompt).ids
+        p = o.row_params(seed)
+        seqs.append(batch.add(ids, p, n, row_state=RowState(p, vocab, ids)))
+    run_sync(batch.run())
+    assert [s.tokens for s in seqs] == [alone(tiny, PROMPTS[0], max_tokens=6, sampler=prog, seed=3),
+                                        alone(tiny, PROMPTS[1], max_tokens=3, sampler="top-k", k=9,
+                                              temperature=0.8, seed=4),
+                                        alone(tiny, PROMPTS[2], max_tokens=5, sampler=prog, seed=5),
+                                        alone(tiny, PROMPTS[3], max_tokens=6)]
+    with pytest.raises(ValidationError, match="whole sampler"):
+        RowParams(program=prog, top_k=3)
+
+
 def test_rows_refuse_what_they_cannot_run(tiny):
     from piegpu.inferlets.watermark import Watermark
     with pytest.raises(ValidationError, match="DRY"):

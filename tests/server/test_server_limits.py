@@ -56,8 +56,8 @@ BAD = [
     ("n of 100", chat(n=100), None),
     ("five stop strings", chat(stop=["a", "b", "c", "d", "e"]), None),
     ("prompt beyond the context", chat(content="word " * 9000), None),
-    ("a sampler not carried by batched rows (mirostat)", chat(mirostat=2), None),
-    ("a sampler not carried by batched rows (xtc)", chat(xtc_probability=0.5), None),
+    ("a samplers list naming an unknown stage", chat(samplers=["top_k", "wiggle"]), None),
+    ("mirostat 3 (llama.cpp has 0, 1, 2)", chat(mirostat=3), None),
     ("typical_p 0", chat(typical_p=0), None),
     ("tools (not supported)", chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]), None),
 ]
