@@ -209,6 +209,8 @@ def add_parser(sub) -> None:
     g.add_argument("--top-p", type=float, default=None)
     g.add_argument("--min-p", type=float, default=None)
     g.add_argument("--top-a", type=float, default=None)
+    g.add_argument("--p-less", action="store_const", const=True, default=None,
+                   help="p-less: keep tokens with prob >= sum of squared probs (llama.cpp's p_less)")
     g.add_argument("--typical", type=float, default=None, metavar="MASS", help="locally typical sampling mass")
     g.add_argument("--epsilon-cutoff", type=float, default=None, metavar="EPS")
     g.add_argument("--eta-cutoff", type=float, default=None, metavar="ETA")

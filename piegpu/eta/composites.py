@@ -175,9 +175,10 @@ def min_p_mask(logits, p) -> Tensor:
     return rel >= (p if rows_p is None else keep_dims(rows_p, x))
 
 
-def top_a_mask(logits, a: float) -> Tensor:
-    """Keep tokens with prob >= a * max_prob^2 (top-a sampling)."""
+def top_a_mask(logits, a) -> Tensor:
+    """Keep tokens with prob >= a * max_prob^2 (top-a sampling; `a` may be an f32 tensor of one value per row)."""
     x = sanitize(_floats(logits, "top_a_mask"))
+    rows_a = row_param(a, x, "top_a_mask", dtype.f32)
     probs = softmax(x)
     pmax = keep_dims(F.reduce_max(probs), x)
-    return probs >= pmax * pmax * a
+    return probs >= pmax * pmax * (a if rows_a is None else keep_dims(rows_a, x))

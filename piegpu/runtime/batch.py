@@ -24,9 +24,10 @@ The runtime does not import the samplers: the Batch is given a sampling object
 (piegpu.samplers.rows.RowSampling) with key(params) -> what shapes the epilogue for
 these rows, and make(rows, key) -> a row sampler with start(params, draws, row_states),
 put_mask(params, row_states), needs_host, clear(), step(logits), and the optional
-outputs logprob(logits, drawn) and top(logits). A sequence's `row_state` (host data
-the row sampler starts from: penalty counts, a grammar constraint) sees every accepted
-token through row_state.observe(token).
+outputs logprob(logits, drawn) and top(logits), and carry_width/carried(): per-row state
+the device changed (Mirostat's mu), read back with the tokens. A sequence's `row_state`
+(host data the row sampler starts from: penalty counts, a grammar constraint, DRY's
+history, mu) sees every accepted token through row_state.observe(token, carried).
 """
 
 from __future__ import annotations
@@ -92,12 +93,14 @@ class _DecodePass:
     token_out: Channel
     lp_out: Channel | None  # each drawn token's log-probability, when a row asked
     top_out: tuple | None  # (log-probabilities [B, K], token ids [B, K]) of each row's K most likely tokens
+    carry_out: Channel | None = None  # each row's carried sampler state after the pass (Mirostat's mu)
     fresh: bool = True  # no run has started from it yet (its channels need the host's first cells)
 
     @property
     def outputs(self) -> tuple:
         """The channels the host reads."""
-        return (self.token_out,) + ((self.lp_out,) if self.lp_out is not None else ()) + (self.top_out or ())
+        return (self.token_out,) + ((self.lp_out,) if self.lp_out is not None else ()) + (self.top_out or ()) + (
+            (self.carry_out,) if self.carry_out is not None else ())
 
 
 @dataclass
@@ -253,6 +256,8 @@ class Batch:
         if getattr(rows, "top_logprobs", False):
             top_out = (Channel([B, rows.top_count], dtype.f32).named(f"batch[{B}]:top-logprobs").capacity(cap),
                        Channel([B, rows.top_count], dtype.i32).named(f"batch[{B}]:top-tokens").capacity(cap))
+        width = getattr(rows, "carry_width", 0)
+        carry_out = Channel([B, width], dtype.f32).named(f"batch[{B}]:carried").capacity(cap) if width else None
         fwd = ForwardPass()
         fwd.embed(tokens, Channel.from_(np.arange(B + 1), dtype.u32))
         fwd.state(wss, StateGeometry.folding())
@@ -269,7 +274,9 @@ class Batch:
                 vals, idx = rows.top(logits)
                 top_out[0].put(vals)
                 top_out[1].put(idx)
-        self._decode = _DecodePass(list(wss), key, fwd, tokens, rows, token_out, lp_out, top_out)
+            if carry_out is not None:
+                carry_out.put(rows.carried())
+        self._decode = _DecodePass(list(wss), key, fwd, tokens, rows, token_out, lp_out, top_out, carry_out)
         self.stats.compositions += 1
         return self._decode
 
@@ -354,6 +361,7 @@ class _Run:
         if d.top_out is not None:
             vals, ids = await d.top_out[0].take_many(n), await d.top_out[1].take_many(n)
             tops = [[list(zip(i, v)) for i, v in zip(a.tolist(), b.tolist())] for a, b in zip(ids, vals)]
+        carried = await d.carry_out.take_many(n) if d.carry_out is not None else None
         self.read += n
         stats.host_waits += 1
         stats.decode_passes += n
@@ -366,9 +374,10 @@ class _Run:
                     s.discarded += n - k
                     stats.discarded += n - k
                     break
-                self._accept(i, s, drawn[k][i], lps[k][i] if lps else None, tops[k][i] if tops else None)
+                self._accept(i, s, drawn[k][i], lps[k][i] if lps else None, tops[k][i] if tops else None,
+                             carried[k][i] if carried is not None else None)
 
-    def _accept(self, i: int, s: Sequence, t: int, lp, top) -> None:
+    def _accept(self, i: int, s: Sequence, t: int, lp, top, carried=None) -> None:
         if s.cancel_requested:
             s.finish_reason = "cancelled"
             return
@@ -380,7 +389,7 @@ class _Run:
             return
         s.tokens.append(t)
         if s.row_state is not None:
-            s.row_state.observe(t)
+            s.row_state.observe(t, carried)
         if s.params.logprobs:
             s.logprobs.append(lp)
         if getattr(s.params, "top_logprobs", 0):

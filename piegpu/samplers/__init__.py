@@ -3,7 +3,7 @@
 A Sampler is a chain, applied along the last axis of the logits:
 
     sanitize (NaN -> -inf) -> [grammar mask] -> processors (logit bias, penalties, DRY, watermark, ...)
-    -> temperature -> truncations (top-n-sigma, top-k, tail-free, top-p, min-p, top-a, typical, epsilon,
+    -> temperature -> truncations (top-n-sigma, top-k, tail-free, top-p, min-p, p-less, top-a, typical, epsilon,
        eta, XTC, dynamic temperature, Mirostat v2 or v1) -> Gumbel-max draw (argmax when the temperature is 0)
 
 The llama.cpp stages (XTC, TopNSigma, DynamicTemperature, TailFree, MirostatV1, LogitBias) are in
@@ -21,12 +21,12 @@ from .dry import DRY
 from .llamacpp import XTC, DynamicTemperature, LogitBias, MirostatV1, TailFree, TopNSigma
 from .penalties import Penalties
 from .spec import (NAMES, OPTION_ORDER, OPTIONS, TRUNCATIONS, chain, epsilon_cutoff, eta_cutoff, from_spec, greedy,
-                   min_p, mirostat, temperature, top_a, top_k, top_p, typical)
+                   min_p, mirostat, p_less, temperature, top_a, top_k, top_p, typical)
 from .state import Processor, SeqContext, Stage, StateSpec, Truncation
-from .truncations import EpsilonCutoff, EtaCutoff, MinP, Mirostat, TopA, TopK, TopP, Typical
+from .truncations import EpsilonCutoff, EtaCutoff, MinP, Mirostat, PLess, TopA, TopK, TopP, Typical
 
 __all__ = ["Sampler", "Stage", "Processor", "Truncation", "StateSpec", "SeqContext", "SamplerStates", "TopK", "TopP",
-           "MinP", "TopA", "Typical", "EpsilonCutoff", "EtaCutoff", "Mirostat", "Penalties", "XTC", "TopNSigma",
+           "MinP", "PLess", "TopA", "Typical", "EpsilonCutoff", "EtaCutoff", "Mirostat", "Penalties", "XTC", "TopNSigma",
            "DynamicTemperature", "TailFree", "MirostatV1", "LogitBias", "DRY", "greedy", "temperature",
-           "top_k", "top_p", "min_p", "top_a", "typical", "epsilon_cutoff", "eta_cutoff", "mirostat", "chain",
+           "top_k", "top_p", "min_p", "p_less", "top_a", "typical", "epsilon_cutoff", "eta_cutoff", "mirostat", "chain",
            "from_spec", "rng_advance", "NAMES", "OPTIONS", "OPTION_ORDER", "TRUNCATIONS", "RNG_STATE", "dtype"]

@@ -92,7 +92,7 @@ class Sampler:
             return 0.0
         t = self.truncations[0]
         return float(next(getattr(t, f) for f in ("k", "p", "a", "mass", "epsilon", "tau", "eta", "n", "z",
-                                                  "probability", "delta") if hasattr(t, f)))
+                                                  "probability", "delta", "on") if hasattr(t, f)))
 
     def then(self, *stages) -> "Sampler":
         """This sampler with more stages: Processors join the processors, Truncations the truncations."""

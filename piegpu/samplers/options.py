@@ -81,17 +81,21 @@ class SamplingOptions:
             return ProgramSampler(self.spec, vocab, self.temperature, self.value, self.options, watermark)
         return self.sampler.for_tokenizer(tokenizer)
 
-    def require_rows(self, where: str) -> None:
-        """ValidationError if these options cannot run as a batched row (a sampler program runs alone)."""
-        if self.is_program:
-            raise ValidationError(f"{where}: a sampler program (eta container) runs in generate() with n=1 only. "
-                                  "Fix: call model.generate(prompt, sampler=prog) per prompt, or use a named sampler")
-
     def row_params(self, seed: int = 0, logprobs: bool = False, top_logprobs: int = 0,
-                   constrained: bool = False) -> RowParams:
-        """The RowParams of a batched row with these options (ValidationError for stages a row cannot carry)."""
-        self.require_rows("batched sampling")
-        return RowParams.of(self.sampler, seed, logprobs, top_logprobs, constrained)
+                   constrained: bool = False, tokenizer=None) -> RowParams:
+        """The RowParams of a batched row with these options (`tokenizer` resolves DRY's string breakers).
+
+        A sampler program is the row's whole sampler: it draws the row's token from the row's logits
+        and its RNG state [seed, tokens drawn] (as generate(sampler=prog) does alone).
+        """
+        if self.is_program:
+            from ..runtime.forward import as_program
+            if self.temperature != 1.0 or self.value is not None or self.options:
+                raise ValidationError("a sampler program is the whole sampler: temperature, parameters and options "
+                                      "do not apply. Fix: trace them into the program and drop them")
+            return RowParams(seed=seed, logprobs=logprobs, top_logprobs=top_logprobs, constrained=constrained,
+                             program=as_program(self.spec, "sampler program"))
+        return RowParams.of(self.sampler, seed, logprobs, top_logprobs, constrained, tokenizer)
 
     def __repr__(self) -> str:
         return f"SamplingOptions({self.spec!r}, temperature={self.temperature}, value={self.value}, {self.options})"

@@ -1,30 +1,30 @@
 """Sampling every row of a batched pass in one epilogue, with each row's parameters as device data.
 
-One compiled epilogue serves any mix of requests: temperature, top-k, top-p, min-p,
-the penalties, logit biases, a grammar mask and the RNG state [seed, draws] of every row
-come from channels, never from trace-time constants, so a request with another top_p
-compiles nothing. Per row the math is the Sampler chain's
-(grammar mask -> logit bias -> penalties -> temperature -> top-k -> top-p -> min-p ->
-Gumbel-max; temperature 0 is greedy; off values keep every token), and each row draws
-its Gumbel noise from its own [seed, draws] state over its own vocab indices, exactly
-as a one-sequence generation with that seed does: a row's tokens do not depend on
-which other rows share the pass.
+One compiled epilogue serves any mix of requests: the temperature, every truncation stage
+(row_stages.py: top-k, top-p, min-p, typical, top-a, p-less, epsilon/eta cutoffs,
+top-n-sigma, XTC, dynamic temperature, tail-free, Mirostat v2 and v1, in each row's own
+order), the penalties, logit biases, DRY (row_dry.py), a grammar mask and the RNG state
+[seed, draws] of every row come from channels, never from trace-time constants, so a
+request with another top_p compiles nothing. Per row the math is the Sampler chain's
+(grammar mask -> logit bias -> penalties -> DRY -> temperature -> truncations -> Gumbel-max;
+temperature 0 is greedy), and each row draws its Gumbel noise (and XTC its coin) from its
+own [seed, draws] state, exactly as a one-sequence generation with that seed does: a row's
+tokens do not depend on which other rows share the pass.
 
 The host puts every channel's first cell once per batch composition (start()); after
 that the passes run on device data alone, so a batch can run ahead without the host:
 the settings are read (not consumed) each pass, and the state that changes as a row
-decodes is loop-carried on the device -- each pass takes the RNG state [seed, draws] and
-the seen-token counts of the penalties (i32 [rows, vocab]) and puts them back advanced
-by the token it drew. The host keeps its own copy in a RowState (for the next
-composition). Only a grammar needs the host between tokens: its mask (packed u32 words
+decodes is loop-carried on the device -- each pass takes the RNG state, the seen-token
+counts of the penalties (i32 [rows, vocab]), DRY's history and Mirostat's mu and puts them
+back advanced by the token it drew. The host keeps its own copy in a RowState (for the next
+composition): counts and history from the tokens it reads, mu read back beside them
+(carried()). Only a grammar needs the host between tokens: its mask (packed u32 words
 [rows, vocab/32]) is taken each pass and put by the host (put_mask()) after it has seen
-the row's last token. Only whether a stage is needed at all shapes the epilogue (see
-structure_of).
+the row's last token. Only which stages are present (and the order of the truncations)
+shapes the epilogue (see row_params.structure_of).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,169 +32,48 @@ from .. import eta
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta.composites import keep_dims
-from .chain import F32_MAX, Sampler, rng_advance
-from .llamacpp import NEG_INF, LogitBias
-from .penalties import Penalties
-from .state import check_temperature
-from .truncations import MinP, TopK, TopP, Typical, typical_mask
+from .chain import F32_MAX, rng_advance
+from .llamacpp import NEG_INF
+from .row_dry import RowDry
+from .row_params import FLAGS, TOP_LOGPROBS, RowKey, RowParams, RowState, structure_of
+from .row_stages import Layout, RowContext
 
-ROW_STAGES = (TopK, TopP, MinP, Typical)  # the truncations a row may use, in the order they apply (OPTION_ORDER)
-
-
-@dataclass(frozen=True)
-class RowParams:
-    """One row's sampler settings (llama.cpp's off values: top_k 0, top_p 1, min_p 0; temperature 0 is greedy)."""
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    seed: int = 0
-    logprobs: bool = False  # also return each drawn token's log-probability under the model (log_softmax)
-    repetition_penalty: float = 1.0  # CTRL-style over the row's seen tokens (prompt and drawn), 1 = off
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: tuple = ()  # ((token_id, bias), ...) sorted, as LogitBias holds them
-    top_logprobs: int = 0  # also return the k most likely tokens and their log-probabilities (k <= TOP_LOGPROBS)
-    constrained: bool = False  # a grammar mask comes from the row's RowState each pass
-    typical_p: float = 1.0  # locally typical sampling mass, 1 = off
-
-    def __post_init__(self):
-        object.__setattr__(self, "temperature", check_temperature(self.temperature))
-        TopK(self.top_k), TopP(self.top_p), MinP(self.min_p), Typical(self.typical_p)  # the same checks and messages
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < (1 << 32):
-            raise ValidationError(f"seed must be an int in [0, 2^32), got {self.seed!r}")
-        pen = Penalties(self.repetition_penalty, self.presence_penalty, self.frequency_penalty)
-        object.__setattr__(self, "repetition_penalty", pen.repetition)
-        object.__setattr__(self, "presence_penalty", pen.presence)
-        object.__setattr__(self, "frequency_penalty", pen.frequency)
-        object.__setattr__(self, "logit_bias", LogitBias(self.logit_bias).bias)
-        k = self.top_logprobs
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= TOP_LOGPROBS:
-            raise ValidationError(f"top_logprobs must be an int in 0..{TOP_LOGPROBS}, got {k!r}")
-
-    @property
-    def penalized(self) -> bool:
-        """Whether any penalty is on (then the row's seen-token counts go to the device each pass)."""
-        return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
-
-    @classmethod
-    def of(cls, sampler: Sampler, seed: int = 0, logprobs: bool = False, top_logprobs: int = 0,
-           constrained: bool = False) -> "RowParams":
-        """The row settings equal to `sampler` (ValidationError for stages a batched row cannot carry)."""
-        values = {TopK: 0, TopP: 1.0, MinP: 0.0, Typical: 1.0}
-        procs = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "logit_bias": ()}
-        for p in sampler.processors:
-            if isinstance(p, Penalties):
-                procs.update(repetition_penalty=p.repetition, presence_penalty=p.presence,
-                             frequency_penalty=p.frequency)
-            elif isinstance(p, LogitBias):
-                procs["logit_bias"] = p.bias
-            else:
-                raise ValidationError(f"batched sampling carries logit bias and repetition/presence/frequency "
-                                      f"penalties, not {p!r}. Fix: drop it, or generate this request alone")
-        seen = []
-        for t in sampler.truncations:
-            if type(t) not in values or type(t) in seen:
-                raise ValidationError(f"batched sampling supports temperature, top-k, top-p, min-p and typical (once "
-                                      f"each), "
-                                      f"not {t!r}. Fix: use those, or generate this request alone")
-            seen.append(type(t))
-            values[type(t)] = t.mass if isinstance(t, Typical) else getattr(t, "k", getattr(t, "p", None))
-        if seen != sorted(seen, key=ROW_STAGES.index):
-            raise ValidationError(f"batched sampling applies top-k, top-p, min-p in that order; this sampler has "
-                                  f"{[c.__name__ for c in seen]}. Fix: reorder the stages")
-        return cls(sampler.temperature, values[TopK], values[TopP], values[MinP], seed, logprobs, **procs,
-                   top_logprobs=top_logprobs, constrained=constrained, typical_p=values[Typical])
-
-
-TOP_LOGPROBS = 20  # the most alternatives a row may ask for (OpenAI's limit); the epilogue always computes this many
-STAGES = ("sample", "top_k", "top_p", "min_p", "typical", "logprobs", "penalties", "bias", "mask", "top_logprobs")
-
-
-class RowState:
-    """Host-side data of one row that changes as it decodes: seen-token counts and a grammar constraint.
-
-    `constraint` (or None) is any object with mask_into(words) -- write the allowed tokens as
-    packed u32 words (bit i of word i >> 5 = token i) -- and consume(token): a Matcher of
-    piegpu.inferlets.grammar.
-    """
-
-    def __init__(self, params: RowParams, vocab: int, tokens=(), constraint=None):
-        if params.constrained and constraint is None:
-            raise ValidationError("RowState: the row is constrained but has no constraint. Fix: pass one")
-        self.counts = None
-        if params.penalized:
-            ids = np.asarray(list(tokens), np.int64)
-            self.counts = np.bincount(ids[(ids >= 0) & (ids < vocab)], minlength=vocab).astype(np.int32)
-        self.constraint = constraint
-
-    def observe(self, token: int) -> None:
-        """Host: the row drew `token` (counted; the constraint advances)."""
-        if self.counts is not None and 0 <= token < len(self.counts):
-            self.counts[token] += 1
-        if self.constraint is not None:
-            self.constraint.consume(token)
-
-
-def structure_of(params: list) -> frozenset:
-    """The stages a batch of rows needs: any sampling row, any row with top-k, top-p or min-p on.
-
-    Parameter values are device data; only whether a stage is needed at all shapes the
-    epilogue, so an all-greedy batch costs one argmax and a new top_p value compiles nothing.
-    """
-    need = set()
-    for p in params:
-        if p.logprobs:
-            need.add("logprobs")
-        if p.top_logprobs:
-            need.add("top_logprobs")
-        if p.penalized:
-            need.add("penalties")
-        if p.logit_bias:
-            need.add("bias")
-        if p.constrained:
-            need.add("mask")
-        if p.temperature > 0:
-            need.add("sample")
-            if 0 < p.top_k:
-                need.add("top_k")
-            if p.top_p < 1.0:
-                need.add("top_p")
-            if p.min_p > 0.0:
-                need.add("min_p")
-            if p.typical_p < 1.0:
-                need.add("typical")
-    return frozenset(need)
+STAGES = RowKey(frozenset(FLAGS))  # every flag, no truncation slots: the default of a RowSampler made by hand
 
 
 class RowSampling:
-    """Makes row samplers for a runtime Batch: one per (batch size, structure)."""
+    """Makes row samplers for a runtime Batch: one per (batch size, RowKey)."""
 
     def __init__(self, vocab: int):
         self.vocab = vocab
 
-    def key(self, params: list) -> frozenset:
+    def key(self, params: list) -> RowKey:
         """What distinguishes the epilogues these rows need (see structure_of)."""
         return structure_of(params)
 
-    def make(self, rows: int, key: frozenset) -> "RowSampler":
+    def make(self, rows: int, key: RowKey) -> "RowSampler":
         """A row sampler for `rows` rows with the stages of `key`."""
-        return RowSampler(rows, self.vocab, stages=key)
+        return RowSampler(rows, self.vocab, key=key)
 
 
 class RowSampler:
     """Parameter channels for `rows` rows and the traced step that samples all of them."""
 
-    def __init__(self, rows: int, vocab: int, label: str = "rows", stages=STAGES):
+    def __init__(self, rows: int, vocab: int, label: str = "rows", key: RowKey = STAGES):
         from ..runtime.channel import Channel
         self.rows, self.vocab = rows, vocab
-        self.stages = frozenset(stages)
+        self.key = key
+        self.stages = key.flags
         self.words = -(-vocab // 32)
-        self.floats = Channel([rows, 4], dtype.f32).named(f"{label}:inv-temperature,top-p,min-p,typical")
-        self.ints = Channel([rows, 2], dtype.i32).named(f"{label}:greedy,top-k")
+        self.floats = Channel([rows, 1], dtype.f32).named(f"{label}:inv-temperature")
+        self.ints = Channel([rows, 1], dtype.i32).named(f"{label}:greedy")
         self.rng = Channel([rows, 2], dtype.u32).named(f"{label}:rng")
+        self.layout = Layout(key.slots) if key.slots and "sample" in self.stages else None
         self.extra = {}  # stage -> its channel, only for the stages this sampler has
+        if self.layout is not None:
+            self.extra["slots"] = Channel([rows, self.layout.width], dtype.f32).named(f"{label}:truncations")
+            if self.layout.mirostat:
+                self.extra["mu"] = Channel([rows, 1], dtype.f32).named(f"{label}:mirostat-mu")
         if "penalties" in self.stages:
             self.extra["penalties"] = Channel([rows, 4], dtype.f32).named(f"{label}:1/rep,rep,presence,frequency")
             self.extra["counts"] = Channel([rows, vocab], dtype.i32).named(f"{label}:seen-counts")
@@ -202,28 +81,43 @@ class RowSampler:
             self.extra["bias"] = Channel([rows, vocab], dtype.f32).named(f"{label}:logit-bias")
         if "mask" in self.stages:
             self.extra["mask"] = Channel([rows, self.words], dtype.u32).named(f"{label}:grammar-mask")
+        self.dry = RowDry(rows, vocab, key.dry, label) if key.dry is not None else None
+        self._mu_next = None  # traced: mu after this pass (carried())
 
     @property
     def needs_host(self) -> bool:
         """Whether a pass needs a host put first (a grammar mask), so passes cannot run ahead."""
         return "mask" in self.extra
 
+    @property
+    def carry_width(self) -> int:
+        """Columns of the per-row device state read back with each token (Mirostat's mu), 0 for none."""
+        return 1 if "mu" in self.extra else 0
+
+    def carried(self):
+        """Traced, after step(): f32 [rows, carry_width] the rows' carried state after this pass."""
+        return self._mu_next
+
     def start(self, params: list, draws: list, states: list | None = None) -> None:
         """Host: every channel's first cell (after clear()); draws[i] = tokens row i has drawn so far.
 
-        `states[i]` is row i's RowState (needed when a row is penalized or constrained).
+        `states[i]` is row i's RowState (needed when a row is penalized, constrained, has DRY or Mirostat).
         """
         states = [None] * self.rows if states is None else list(states)
         if len(params) != self.rows or len(draws) != self.rows or len(states) != self.rows:
             raise ValidationError(f"RowSampler.put: {len(params)} settings, {len(draws)} draw counts and "
                                   f"{len(states)} row states for {self.rows} rows. Fix: one of each per row")
-        f = np.array([[1.0 / p.temperature if p.temperature > 0 else 1.0, p.top_p, p.min_p, p.typical_p]
-                      for p in params], np.float32)  # 1/T rounded once, as Sampler's constant is
-        i = np.array([[p.temperature == 0, p.top_k] for p in params], np.int32)
+        f = np.array([[1.0 / p.temperature if p.temperature > 0 else 1.0] for p in params], np.float32)
+        i = np.array([[p.temperature == 0] for p in params], np.int32)  # 1/T rounded once, as Sampler's constant is
         r = np.array([[p.seed, d & 0xFFFFFFFF] for p, d in zip(params, draws)], np.uint32)
         self.floats.put(f)
         self.ints.put(i)
         self.rng.put(r)
+        if self.layout is not None:
+            self.extra["slots"].put(np.stack([self.layout.row(p.truncations) for p in params]))
+            if "mu" in self.extra:
+                self.extra["mu"].put(np.array([[self._state(st, row, "mu") if p.mirostat else 0.0]
+                                               for row, (p, st) in enumerate(zip(params, states))], np.float32))
         if "penalties" in self.extra:
             self.extra["penalties"].put(np.array([[1.0 / p.repetition_penalty, p.repetition_penalty,
                                                    p.presence_penalty, p.frequency_penalty] for p in params],
@@ -242,6 +136,10 @@ class RowSampler:
                                               "Fix: use ids from this model's tokenizer")
                     bias[row, tok] = b
             self.extra["bias"].put(bias)
+        if self.dry is not None:
+            self.dry.start([p.dry for p in params],
+                           [self._state(st, row, "history") if p.dry is not None else ()
+                            for row, (p, st) in enumerate(zip(params, states))])
         if "mask" in self.extra:
             self.put_mask(params, states)
 
@@ -267,7 +165,8 @@ class RowSampler:
 
     def clear(self) -> None:
         """Host: drop queued settings (after a stopped pass)."""
-        for ch in (self.floats, self.ints, self.rng, *self.extra.values()):
+        for ch in (self.floats, self.ints, self.rng, *self.extra.values(),
+                   *(self.dry.channels() if self.dry is not None else ())):
             ch.clear()
 
     @property
@@ -295,22 +194,41 @@ class RowSampler:
     def step(self, logits):
         """Traced: the i32 [rows] tokens drawn from f32 [rows, vocab] logits, each row by its own settings.
 
-        It also puts the next pass's RNG state and seen-token counts (loop-carried on the device).
+        It also puts the next pass's loop-carried states (RNG, seen-token counts, DRY's history, mu).
         """
         counts = self.extra["counts"].take() if "penalties" in self.stages else None
-        token = self._draw(logits, self.rng.take(), counts)
+        dry = self.dry.take() if self.dry is not None else None
+        r = self.rng.take()
+        token = self._draw(logits, r, counts, dry)
+        if self.key.programs:
+            token = self._programs(logits, r, token)
         if counts is not None:
             idx = eta.cast(eta.broadcast(eta.iota(self.vocab), [self.rows, self.vocab]), dtype.i32)
             self.extra["counts"].put(counts + eta.cast(eta.eq(idx, keep_dims(token, counts)), dtype.i32))
+        if dry is not None:
+            self.dry.put_next(dry, token)
         return token
 
-    def _draw(self, logits, r, counts):
+    def _programs(self, logits, r, token):
+        """Traced: the rows with a sampler program take its token (the program inlined on the row's logits and
+        RNG state); the others keep `token`."""
+        from ..runtime.forward import inline_program
+        B, V = self.rows, self.vocab
+        flat, states = eta.reshape(logits, [B * V]), eta.reshape(r, [2 * B])
+        parts = []
+        for b, prog in enumerate(self.key.programs):
+            if prog is None:
+                parts.append(eta.slice_last(token, b, 1))
+            else:
+                (t,) = inline_program(prog, (eta.slice_last(flat, b * V, V), eta.slice_last(states, 2 * b, 2)))
+                parts.append(eta.reshape(eta.cast(t, dtype.i32), [1]))
+        return eta.concat(parts)
+
+    def _draw(self, logits, r, counts, dry):
         B = self.rows
-        f, i = self.floats.read(), self.ints.read()
-        self.rng.put(rng_advance(r))
         col = lambda t, j: eta.reshape(eta.slice_last(t, j, 1), [B])  # noqa: E731
-        inv_t, top_p, min_p = col(f, 0), col(f, 1), col(f, 2)
-        greedy, top_k = col(i, 0) > 0, col(i, 1)
+        inv_t, greedy = col(self.floats.read(), 0), col(self.ints.read(), 0) > 0
+        self.rng.put(rng_advance(r))
         x = eta.sanitize(logits)
         if "mask" in self.stages:
             idx = eta.broadcast(eta.iota(self.vocab), [B, self.vocab])
@@ -326,19 +244,26 @@ class RowSampler:
             x = eta.select(seen, eta.select(x > 0.0, x * keep_dims(inv_rep, x), x * keep_dims(rep, x)), x)
             x = x - eta.cast(seen, dtype.f32) * keep_dims(presence, x)
             x = x - eta.cast(counts, dtype.f32) * keep_dims(frequency, x)
+        if dry is not None:
+            x = self.dry.apply(x, dry)
         best = eta.reduce_argmax(x)
         if "sample" not in self.stages:  # every row is greedy
             return best
         x = eta.minimum(x * keep_dims(inv_t, x), F32_MAX)
-        if "top_k" in self.stages:
-            x = eta.mask_apply(x, eta.top_k_mask(x, top_k))
-        if "top_p" in self.stages:
-            x = eta.mask_apply(x, eta.top_p_mask(x, top_p))
-        if "min_p" in self.stages:
-            x = eta.mask_apply(x, eta.min_p_mask(x, min_p))
-        if "typical" in self.stages:
-            x = eta.mask_apply(x, typical_mask(x, col(f, 3)))
+        ctx = None
+        if self.layout is not None:
+            mu = self.extra["mu"].take() if "mu" in self.extra else None
+            ctx = RowContext(B, r, mu)
+            slots = self.extra["slots"].read()
+            x = self.layout.apply(x, slots, ctx)
         states = eta.reshape(r, [B * 2])
         noise = eta.concat([eta.gumbel(eta.slice_last(states, 2 * b, 2), [self.vocab]) for b in range(B)])
         drawn = eta.reduce_argmax(eta.sanitize(x) + eta.reshape(noise, [B, self.vocab]))
-        return eta.select(greedy, best, drawn)
+        token = eta.select(greedy, best, drawn)
+        if ctx is not None and ctx.mu is not None:
+            self._mu_next = self.layout.next_mu(slots, ctx, token, x)
+            self.extra["mu"].put(self._mu_next)
+        return token
+
+
+__all__ = ["RowParams", "RowState", "RowKey", "RowSampling", "RowSampler", "structure_of", "TOP_LOGPROBS", "STAGES"]

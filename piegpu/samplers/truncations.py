@@ -186,6 +186,44 @@ def _ascending_mass_mask(key, p, mass):
     return eta.or_(bits < b0, keep_tie)
 
 
+P_LESS_SLACK = 1e-5  # relative: p ties with sum p^2 (a uniform distribution) survive float32 rounding
+
+
+def p_less_mask(x):
+    """Traced: the keep mask of p-less sampling on logits x: p >= sum(p^2) (with P_LESS_SLACK), and the top token."""
+    p = eta.softmax(x)
+    p = eta.select(eta.isnan(p), 0.0, p)  # all -inf logits: nothing is likely
+    thr = eta.reduce_sum(p * p) * (1.0 - P_LESS_SLACK)
+    return eta.or_(p >= keep_dims(thr, x), _top(x))
+
+
+@dataclass(frozen=True)
+class PLess(Truncation):
+    """p-less sampling (llama.cpp's p_less): keep the tokens whose probability is >= the sum of squared probabilities.
+
+    sum p^2 is the chance that two draws agree, so a token is kept when it is at least as likely
+    as that: a peaked distribution keeps few tokens, a flat one many (a uniform one all). It has no
+    parameter; `on=False` is off. The most likely token always passes (max p >= sum p^2), and a
+    relative slack of P_LESS_SLACK keeps tokens that tie with the threshold (a uniform row) despite
+    float32 rounding of the sum.
+    """
+
+    on: bool = True
+    name = "p-less"
+
+    def __post_init__(self):
+        if not isinstance(self.on, (bool, np.bool_)) and self.on not in (0, 1):
+            raise ValidationError(f"p_less: pass True (on) or False (off), got {self.on!r}")
+        object.__setattr__(self, "on", bool(self.on))
+
+    @property
+    def off(self) -> bool:
+        return not self.on
+
+    def keep(self, x, states):
+        return keep_all(x) if self.off else p_less_mask(x)
+
+
 @dataclass(frozen=True)
 class EpsilonCutoff(Truncation):
     """Epsilon sampling: keep tokens with prob >= epsilon (and always the most likely); 0 is off."""

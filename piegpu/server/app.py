@@ -14,10 +14,11 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..errors import PieGpuError
-from ..samplers.options import SamplingOptions
 from .engine import Engine, Job, QueueFull
 from .llamacpp import register_llamacpp
 from .protocol import ChatCompletionRequest, CompletionRequest, ServerError, error_body
+from .programs import SamplerPrograms, register_programs
+from .sampling import request_options
 from .tools import plan as tool_plan
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streaming request checks that its client is still there
@@ -37,6 +38,7 @@ class Api:
         self.model_id = model_id
         self.created = int(time.time())
         self.constraints = constraints  # (request) -> a per-choice constraint factory, or None
+        self.programs = SamplerPrograms(engine.vocab)  # sampler programs registered at /v1/sampler-programs
 
     # ---- request -> jobs ----------------------------------------------------------------------
     def check_model(self, name: str) -> None:
@@ -58,24 +60,12 @@ class Api:
 
     def row_params(self, req, logprobs: bool, top: int) -> list:
         """The n choices' RowParams (400 for values the sampler refuses)."""
-        bias = []
-        for k, b in (req.logit_bias or {}).items():
-            tok = int(k)
-            if tok >= self.engine.vocab:
-                raise ServerError(400, f"logit_bias: token {tok} is outside the vocabulary [0, {self.engine.vocab})",
-                                  "logit_bias")
-            bias.append((tok, float(b)))
-        rep = req.repetition_penalty if req.repetition_penalty is not None else req.repeat_penalty
-        top_k = 0 if req.top_k < 0 else req.top_k
-        if top_k > self.engine.vocab:
-            top_k = 0  # keeps every token, as a k at or above the vocab size does
+        options = request_options(req, self.engine.vocab, self.programs)
         constrained = self.constraints is not None and self.constraints.wants(req)
         try:
-            options = SamplingOptions.of("temperature", req.temperature, where="request", top_k=top_k,
-                                         top_p=req.top_p, min_p=req.min_p, typical=req.typical_p,
-                                         repetition_penalty=rep, presence_penalty=req.presence_penalty,
-                                         frequency_penalty=req.frequency_penalty, logit_bias=dict(bias))
-            return [options.row_params(_seed(req, i), logprobs, top, constrained) for i in range(req.n)]
+            tokenizer = getattr(self.model, "tokenizer", None)  # resolves DRY's string breakers
+            return [options.row_params(_seed(req, i), logprobs, top, constrained, tokenizer)
+                    for i in range(req.n)]
         except PieGpuError as e:
             raise ServerError(400, str(e)) from None
 
@@ -332,6 +322,8 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
                                                    code="request_too_large"), status_code=413)
             request._body = body  # starlette re-reads the buffered body  # noqa: SLF001
         return await call_next(request)
+
+    register_programs(app, api.programs)
 
     @app.get("/health")
     async def health():

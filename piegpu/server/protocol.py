@@ -1,8 +1,9 @@
 """The OpenAI request bodies the server accepts (pydantic models) and its OpenAI-shaped errors.
 
-Field names, ranges and defaults follow the OpenAI API reference; the extensions llama.cpp's
-server accepts (top_k, min_p, repeat_penalty) are accepted where piegpu's batched sampler
-has the stage. Unknown fields are ignored, as OpenAI does.
+Field names, ranges and defaults follow the OpenAI API reference; llama.cpp server's sampling
+fields (top_k, min_p, typical_p, repeat_penalty, mirostat, xtc_*, dry_*, top_n_sigma, dynatemp_*,
+samplers...) are accepted under its names, every one as batched row data. Unknown fields are
+ignored, as OpenAI does.
 """
 
 from __future__ import annotations
@@ -84,12 +85,26 @@ class _Sampling(_Body):
     repeat_penalty: float = Field(default=1.0, gt=0.0)
     repetition_penalty: Optional[float] = Field(default=None, gt=0.0)
     response_format: Optional[ResponseFormat] = None
-    # llama.cpp server options piegpu has as samplers but not yet as batched row data: refused, never ignored
-    typical_p: float = Field(default=1.0, gt=0.0, le=1.0)  # a row stage: locally typical sampling
-    mirostat: int = 0
-    xtc_probability: float = 0.0
-    dry_multiplier: float = 0.0
-    top_n_sigma: float = -1.0
+    typical_p: float = Field(default=1.0, gt=0.0, le=1.0)  # locally typical sampling mass (1 = off)
+    # llama.cpp server's sampling fields (its names and off values); every one runs as batched row data
+    mirostat: Literal[0, 1, 2] = 0  # 1: Mirostat v1, 2: Mirostat v2 (llama.cpp: then only temperature + Mirostat)
+    mirostat_tau: float = Field(default=5.0, gt=0.0)
+    mirostat_eta: float = Field(default=0.1, gt=0.0)
+    xtc_probability: float = Field(default=0.0, ge=0.0, le=1.0)
+    xtc_threshold: float = Field(default=0.1, ge=0.0, le=1.0)
+    dry_multiplier: float = Field(default=0.0, ge=0.0)
+    dry_base: float = Field(default=1.75, ge=0.0)
+    dry_allowed_length: int = Field(default=2, ge=0)
+    dry_penalty_last_n: int = Field(default=-1, ge=-1)
+    dry_sequence_breakers: Optional[list[str]] = None  # llama.cpp's default: newline, ':', '"', '*'
+    top_n_sigma: float = -1.0  # <= 0 is off
+    dynatemp_range: float = Field(default=0.0, ge=0.0)
+    dynatemp_exponent: float = Field(default=1.0, ge=0.0)
+    tfs_z: float = Field(default=1.0, ge=0.0, le=1.0)  # tail-free (removed from llama.cpp in late 2024; 1 = off)
+    top_a: float = Field(default=0.0, ge=0.0)
+    p_less: bool = False  # llama.cpp's p-less; listing "p_less" in `samplers` turns it on too
+    samplers: Optional[Union[str, list[str]]] = None  # llama.cpp's sampler order, e.g. ["top_k", "top_p", "xtc"]
+    sampler_program: Optional[str] = None  # piegpu: the id of a program registered at /v1/sampler-programs
     grammar: Optional[str] = None  # llama.cpp server: a GBNF (or Lark) grammar
     regex: Optional[str] = None  # vLLM's guided_regex, under llama.cpp-style naming
     json_schema: Optional[dict] = None  # llama.cpp server: a JSON Schema without response_format
@@ -110,16 +125,6 @@ class _Sampling(_Body):
             if not -100.0 <= b <= 100.0:
                 raise ValueError(f"logit_bias values are in [-100, 100], got {b} for token {k}")
         return v
-
-    @model_validator(mode="after")
-    def _not_batched_yet(self):
-        off = {"mirostat": 0, "xtc_probability": 0.0, "dry_multiplier": 0.0}
-        on = [k for k, v in off.items() if getattr(self, k) != v] + (["top_n_sigma"] if self.top_n_sigma > 0 else [])
-        if on:
-            raise ValueError(f"{', '.join(on)}: these samplers run in piegpu's single-sequence generate() but not yet "
-                             "as per-row data of the server's batched pass; leave them at their off values "
-                             "(mirostat 0, xtc_probability 0, dry_multiplier 0, top_n_sigma -1)")
-        return self
 
     def stops(self) -> list:
         """The stop strings as a list (empty strings dropped)."""

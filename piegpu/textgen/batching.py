@@ -20,7 +20,7 @@ from .generation import Generation
 from ..runtime.batch import Batch
 from ..runtime.window import check_window
 from ..runtime.session import run_sync
-from ..samplers.rows import RowSampling
+from ..samplers.rows import RowParams, RowSampling
 from .tokens import admit, finish_reason
 
 
@@ -38,7 +38,10 @@ def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
     """Admit generation g to the batch (its tokens and text arrive through g.out); returns its runtime Sequence."""
     g.start()  # it runs here, not through its own stream
     constraint = g.constraint.matcher() if g.constraint is not None else None  # a grammar mask per row
-    params = g.options.row_params(g.seed, logprobs, constrained=constraint is not None)
+    if g.options.is_program:
+        params = g.options.row_params(g.seed, logprobs, constrained=constraint is not None)
+    else:  # g.sampler: the options' sampler with what generate() adds (a watermark: refused, never dropped)
+        params = RowParams.of(g.sampler, g.seed, logprobs, constrained=constraint is not None)
     # penalties count the prompt, as generate() does
     return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint)
 
@@ -68,8 +71,6 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
                                    seed=seed, stop=stop, chat=chat, **options))
         except ValidationError as e:
             raise ValidationError(f"generate_batch: prompt {i}: {e}") from None
-    if gens:
-        gens[0].options.require_rows("generate_batch")  # every prompt has the same options
     batch = _batch(model, max_batch, window)
     seqs = [_join(batch, g) for g in gens]
     t0 = time.perf_counter()
@@ -105,7 +106,6 @@ class Samples:
         self.logprobs = logprobs  # then each sample's .logprobs: the model's log-probability of each token
         # sample i is the prompt generated alone with seed + i
         self.samples = [Generation(model, prompt, seed=(seed + i) & 0xFFFFFFFF, **kwargs) for i in range(n)]
-        self.samples[0].options.require_rows("generate(n=...)")
         self.model = model
         self._ran = False
 

@@ -162,11 +162,18 @@ def test_top_a_in_js_and_rust_draws_what_python_draws_through_the_same_kernel_ca
     cache.clear_memory_cache()  # later tests must not load kernels of a deleted cache dir
 
 
-def test_sampler_programs_run_one_sequence_at_a_time(default_model):
+def test_sampler_programs_run_per_row_in_batches_and_n_samples(default_model):
+    """generate_batch(sampler=prog) and n= run the program on every row; each row equals the prompt alone."""
     prog = eta.trace(lambda x, s: eta.gumbel_max(x, s), eta.spec([V], dtype.f32), eta.spec([2], dtype.u32))
-    with pytest.raises(ValidationError, match=r"generate\(n=...\): a sampler program .* n=1 only"):
-        default_model.generate(PROMPT, max_tokens=2, sampler=prog, n=2)
-    with pytest.raises(ValidationError, match="generate_batch: a sampler program"):
-        default_model.generate_batch([PROMPT, PROMPT], max_tokens=2, sampler=prog)
+
+    def alone(prompt, seed):
+        g = default_model.generate(prompt, max_tokens=3, sampler=prog, seed=seed)
+        g.run()
+        return g.tokens
+    gens = default_model.generate_batch([PROMPT, "The sky is"], max_tokens=3, sampler=prog, seed=5)
+    assert [g.tokens for g in gens] == [alone(PROMPT, 5), alone("The sky is", 5)]
+    s = default_model.generate(PROMPT, max_tokens=3, sampler=prog, n=2, seed=8)
+    s.run()
+    assert [g.tokens for g in s.samples] == [alone(PROMPT, 8), alone(PROMPT, 9)]
     with pytest.raises(ValidationError, match="cannot take a grammar"):
         default_model.generate(PROMPT, max_tokens=2, sampler=prog, regex="[a-z]+")

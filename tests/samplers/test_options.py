@@ -49,8 +49,10 @@ def test_row_params_carry_the_same_settings_as_the_sampler():
     # off values add no stage and give the row's off values
     off = SamplingOptions.of("temperature", 1.0, top_k=0, top_p=1.0, min_p=0.0, typical=1.0)
     assert off.row_params(seed=1) == RowParams(1.0, seed=1)
-    with pytest.raises(ValidationError, match="batched sampling"):
-        SamplingOptions.of("top-a", a=0.2).row_params()  # a stage rows cannot carry (yet): named, not dropped
+    # any other truncation goes as the row's chain, in the sampler's order
+    from piegpu.samplers import XTC, TopA
+    assert SamplingOptions.of("top-a", a=0.2).row_params().chain == (TopA(0.2),)
+    assert SamplingOptions.of("top-a", a=0.2, xtc_probability=0.5).row_params().chain == (TopA(0.2), XTC(0.5))
 
 
 def test_the_server_builds_its_rows_through_the_same_options():

@@ -56,6 +56,32 @@ def test_chat_greedy_equals_generate(server, default_model):
     assert r.usage.completion_tokens > 0 and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
 
 
+LLAMA_FIELDS = [  # llama.cpp server's sampling fields on the OpenAI routes -> the same library options
+    ({"mirostat": 2, "mirostat_tau": 4.0, "mirostat_eta": 0.2}, {"sampler": "mirostat", "value": 4.0,
+                                                                   "mirostat_eta": 0.2}),
+    ({"mirostat": 1, "mirostat_tau": 3.0}, {"mirostat_v1": 3.0, "mirostat_eta": 0.1}),
+    ({"xtc_probability": 0.6, "xtc_threshold": 0.05, "top_k": 40}, {"xtc_probability": 0.6, "xtc_threshold": 0.05,
+                                                                     "top_k": 40}),
+    ({"dry_multiplier": 0.8, "dry_allowed_length": 1, "top_n_sigma": 1.5},
+     {"dry_multiplier": 0.8, "dry_allowed_length": 1, "top_n_sigma": 1.5}),
+    ({"samplers": ["top_k", "p_less", "min_p"], "top_k": 30, "min_p": 0.05, "top_p": 0.5, "dynatemp_range": 0.3},
+     {"top_k": 30, "p_less": True, "min_p": 0.05, "samplers": "top_k;p_less;min_p"}),
+]
+
+
+@pytest.mark.parametrize("fields, library", LLAMA_FIELDS, ids=lambda v: ",".join(v))
+def test_llama_cpp_sampling_fields_equal_the_library(server, default_model, fields, library):
+    """Each request (n=2, seeded) runs its samplers as batched rows; choice i equals model.generate with seed + i."""
+    c = server.client()
+    r = c.completions.create(model=MODEL_ID, prompt="The weather today is", max_tokens=10, temperature=0.9,
+                             seed=77, n=2, extra_body=fields)
+    for i, ch in enumerate(r.choices):
+        g = default_model.generate("The weather today is", max_tokens=10, temperature=0.9, seed=77 + i,
+                                   **({"sampler": "temperature"} | library))
+        g.run()
+        assert ch.text == g.text, (fields, i)
+
+
 def test_completions_stream_and_not_stream_agree(server, default_model):
     c = server.client()
     r = c.completions.create(model=MODEL_ID, prompt="Once upon a time", max_tokens=12, temperature=0)

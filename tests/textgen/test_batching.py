@@ -103,8 +103,8 @@ def test_bad_batch_requests_name_the_sequence(tiny):
         batch.add([3] * 300, RowParams(), 4)
     with pytest.raises(ValidationError, match="top_p"):
         RowParams(top_p=1.5)
-    with pytest.raises(ValidationError, match="batched sampling supports"):
-        tiny.generate_batch(["1 2"], sampler="top-a")
+    with pytest.raises(ValidationError, match="batched sampling carries .* not Watermark"):
+        tiny.generate_batch(["1 2"], sampler="top-a", watermark=5)  # a processor rows have no form of
     with pytest.raises(ValidationError, match="prompt 1"):
         tiny.generate_batch(["1 2", ""])
     assert len(batch.active) == 1  # the refused requests changed nothing
