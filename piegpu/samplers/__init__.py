@@ -26,7 +26,8 @@ from .state import Processor, SeqContext, Stage, StateSpec, Truncation
 from .truncations import EpsilonCutoff, EtaCutoff, MinP, Mirostat, PLess, TopA, TopK, TopP, Typical
 
 __all__ = ["Sampler", "Stage", "Processor", "Truncation", "StateSpec", "SeqContext", "SamplerStates", "TopK", "TopP",
-           "MinP", "PLess", "TopA", "Typical", "EpsilonCutoff", "EtaCutoff", "Mirostat", "Penalties", "XTC", "TopNSigma",
+           "MinP", "PLess",
+           "TopA", "Typical", "EpsilonCutoff", "EtaCutoff", "Mirostat", "Penalties", "XTC", "TopNSigma",
            "DynamicTemperature", "TailFree", "MirostatV1", "LogitBias", "DRY", "greedy", "temperature",
            "top_k", "top_p", "min_p", "p_less", "top_a", "typical", "epsilon_cutoff", "eta_cutoff", "mirostat", "chain",
            "from_spec", "rng_advance", "NAMES", "OPTIONS", "OPTION_ORDER", "TRUNCATIONS", "RNG_STATE", "dtype"]

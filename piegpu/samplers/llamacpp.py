@@ -73,15 +73,18 @@ class TopNSigma(Truncation):
         return self.n <= 0.0
 
     def keep(self, x, states):
-        if self.off:
-            return keep_all(x)
-        finite = x > NEG_INF
-        cnt = eta.maximum(eta.cast(_count(finite), dtype.f32), 1.0)  # no finite logit: mean 0, std 0
-        mean = eta.reduce_sum(eta.select(finite, x, 0.0)) / cnt
-        dev = eta.select(finite, x - keep_dims(mean, x), 0.0)
-        std = eta.sqrt(eta.reduce_sum(dev * dev) / cnt)
-        thr = eta.reduce_max(x) - std * self.n
-        return eta.not_(x < keep_dims(thr, x))
+        return keep_all(x) if self.off else top_n_sigma_mask(x, self.n)
+
+
+def top_n_sigma_mask(x, n):
+    """Traced: logit >= max - n * std of the finite logits (`n` a float, or f32 [rows] per-row data)."""
+    finite = x > NEG_INF
+    cnt = eta.maximum(eta.cast(_count(finite), dtype.f32), 1.0)  # no finite logit: mean 0, std 0
+    mean = eta.reduce_sum(eta.select(finite, x, 0.0)) / cnt
+    dev = eta.select(finite, x - keep_dims(mean, x), 0.0)
+    std = eta.sqrt(eta.reduce_sum(dev * dev) / cnt)
+    thr = eta.reduce_max(x) - std * n
+    return eta.not_(x < keep_dims(thr, x))
 
 
 @dataclass(frozen=True)
@@ -114,16 +117,30 @@ class XTC(Truncation):
     def keep(self, x, states):
         if self.off:
             return keep_all(x)
-        p = _probs(x)
-        above = eta.and_(p >= self.threshold, x > NEG_INF)
-        pmin = eta.reduce_min(eta.select(above, p, float("inf")))
-        tie = eta.and_(above, eta.eq(p, keep_dims(pmin, x)))
-        tie_i = eta.cast(tie, dtype.i32)
-        last = eta.and_(tie, eta.eq(eta.cumsum(tie_i), keep_dims(eta.reduce_sum(tie_i), x)))
-        fire = _count(above) >= 2
-        if self.probability < 1.0:
-            fire = eta.and_(fire, xtc_coin(states, x.shape[:-1]) <= self.probability)
-        return eta.not_(eta.and_(eta.and_(above, eta.not_(last)), keep_dims(fire, x)))
+        coin = xtc_coin(states, x.shape[:-1]) if self.probability < 1.0 else None  # probability 1 always fires
+        return xtc_mask(x, self.probability, self.threshold, coin)
+
+
+def per_row(v, like):
+    """A stage parameter against `like` [..., vocab]: a Python number as it is, per-row data [rows] broadcast."""
+    return v if isinstance(v, (int, float)) else keep_dims(v, like)
+
+
+def xtc_mask(x, probability, threshold, coin):
+    """Traced: XTC's keep mask; `coin` (uniform in (0, 1) per row, or None: always fire) <= probability fires it.
+
+    `probability` and `threshold` are floats or f32 [rows] per-row data.
+    """
+    p = _probs(x)
+    above = eta.and_(p >= per_row(threshold, x), x > NEG_INF)
+    pmin = eta.reduce_min(eta.select(above, p, float("inf")))
+    tie = eta.and_(above, eta.eq(p, keep_dims(pmin, x)))
+    tie_i = eta.cast(tie, dtype.i32)
+    last = eta.and_(tie, eta.eq(eta.cumsum(tie_i), keep_dims(eta.reduce_sum(tie_i), x)))
+    fire = _count(above) >= 2
+    if coin is not None:
+        fire = eta.and_(fire, coin <= probability)
+    return eta.not_(eta.and_(eta.and_(above, eta.not_(last)), keep_dims(fire, x)))
 
 
 def xtc_coin(states: dict, lead: tuple):
@@ -166,41 +183,55 @@ class DynamicTemperature(Truncation):
         """delta 0: plain temperature (Sampler takes the temperature and drops the stage)."""
         return self.delta == 0.0
 
-    def dynamic(self, x):
-        """Traced: (unscaled logits, number of candidates, T') for logits x already divided by T."""
-        t = self.temperature
-        z = x * t if t != 1.0 else x
-        n = eta.cast(_count(z > NEG_INF), dtype.f32)
-        p = _probs(z)
-        h = eta.neg(eta.reduce_sum(eta.select(p > 0.0, p * eta.log(eta.select(p > 0.0, p, 1.0)), 0.0)))
-        norm = h / eta.log(eta.maximum(n, 2.0))
-        lo, hi = max(0.0, t - self.delta), t + self.delta
-        if self.exponent == 0.0:
-            shaped = eta.broadcast(1.0, norm.shape)  # x^0 = 1, also at x = 0 (powf)
-        else:
-            shaped = eta.select(norm > 0.0, eta.pow(eta.maximum(norm, 1e-30), self.exponent), 0.0)
-        return z, n, shaped * (hi - lo) + lo
-
-    def _first_max(self, x):
-        best = eta.reduce_argmax(x)
-        ids = eta.cast(eta.iota(x.shape[-1]), dtype.i32)
-        return eta.eq(ids, keep_dims(best, x))
+    @property
+    def bounds(self) -> tuple:
+        """(T, lo, hi - lo, exponent): the temperature's range as the stage computes it (in double)."""
+        lo, hi = max(0.0, self.temperature - self.delta), self.temperature + self.delta
+        return (self.temperature, lo, hi - lo, self.exponent)
 
     def keep(self, x, states):
         if self.off:
             return keep_all(x)
-        _, n, dyn = self.dynamic(x)
+        _, n, dyn = dynamic_temperature(x, *self.bounds)
         greedy = eta.and_(dyn <= 0.0, n > 1.0)
-        return eta.select(keep_dims(greedy, x), self._first_max(x), x > NEG_INF)
+        return eta.select(keep_dims(greedy, x), _first_max(x), x > NEG_INF)
 
     def transform(self, x, states):
-        if self.off:
-            return x
-        z, n, dyn = self.dynamic(x)
-        safe = eta.select(dyn > 0.0, dyn, 1.0)
-        scaled = eta.minimum(z / keep_dims(safe, x), F32_MAX)
-        scaled = eta.select(keep_dims(dyn > 0.0, x), scaled, eta.mask_apply(x, self._first_max(x)))
-        return eta.select(keep_dims(n > 1.0, x), scaled, x)  # one candidate or none: llama.cpp leaves it
+        return x if self.off else dynamic_transform(x, *self.bounds)
+
+
+def dynamic_temperature(x, t, lo, span, exponent):
+    """Traced: (unscaled logits, number of candidates, T') for logits x already divided by T.
+
+    T' = lo + span * (H / log n)^exponent; every parameter is a float or f32 [rows] per-row data.
+    """
+    z = x if isinstance(t, float) and t == 1.0 else x * per_row(t, x)
+    n = eta.cast(_count(z > NEG_INF), dtype.f32)
+    p = _probs(z)
+    h = eta.neg(eta.reduce_sum(eta.select(p > 0.0, p * eta.log(eta.select(p > 0.0, p, 1.0)), 0.0)))
+    norm = h / eta.log(eta.maximum(n, 2.0))
+    if isinstance(exponent, float) and exponent == 0.0:
+        shaped = eta.broadcast(1.0, norm.shape)  # x^0 = 1, also at x = 0 (powf)
+    else:
+        shaped = eta.select(norm > 0.0, eta.pow(eta.maximum(norm, 1e-30), exponent), 0.0)
+        if not isinstance(exponent, float):
+            shaped = eta.select(eta.eq(exponent, 0.0), 1.0, shaped)
+    return z, n, shaped * span + lo
+
+
+def dynamic_transform(x, t, lo, span, exponent):
+    """Traced: the logits at the dynamic temperature T' (see dynamic_temperature)."""
+    z, n, dyn = dynamic_temperature(x, t, lo, span, exponent)
+    safe = eta.select(dyn > 0.0, dyn, 1.0)
+    scaled = eta.minimum(z / keep_dims(safe, x), F32_MAX)
+    scaled = eta.select(keep_dims(dyn > 0.0, x), scaled, eta.mask_apply(x, _first_max(x)))
+    return eta.select(keep_dims(n > 1.0, x), scaled, x)  # one candidate or none: llama.cpp leaves it
+
+
+def _first_max(x):
+    """The argmax token's one-hot mask (lowest id on ties)."""
+    ids = eta.cast(eta.iota(x.shape[-1]), dtype.i32)
+    return eta.eq(ids, keep_dims(eta.reduce_argmax(x), x))
 
 
 @dataclass(frozen=True)
@@ -227,28 +258,32 @@ class TailFree(Truncation):
         return self.z >= 1.0
 
     def keep(self, x, states):
-        V = x.shape[-1]
-        if self.off or V <= 2:
-            return keep_all(x)
-        p = _probs(x)
-        ps = eta.sort_desc(p)[0]
-        size = _count(x > NEG_INF)
-        d1 = eta.slice_last(ps, 0, V - 1) - eta.slice_last(ps, 1, V - 1)
-        d2 = eta.abs_(eta.slice_last(d1, 0, V - 2) - eta.slice_last(d1, 1, V - 2))
-        idx = eta.broadcast(eta.cast(eta.iota(V - 2), dtype.i32), d2.shape)
-        valid = idx < keep_dims(size - 2, d2)
-        d2 = eta.select(valid, d2, 0.0)
-        total = eta.reduce_sum(d2)
-        uniform = 1.0 / eta.cast(eta.maximum(size - 2, 1), dtype.f32)
-        norm = eta.select(keep_dims(total > 1e-6, d2), d2 / keep_dims(eta.select(total > 1e-6, total, 1.0), d2),
-                          eta.select(valid, keep_dims(uniform, d2), 0.0))
-        cum = eta.cumsum(norm)
-        cand = eta.and_(valid, idx >= 1)
-        past = _count(eta.and_(cand, cum > self.z))
-        below = _count(eta.and_(cand, eta.not_(cum > self.z)))
-        k = eta.select(past > 0, below + 1, size)
-        k = eta.select(size <= 2, V, k)
-        return eta.top_k_mask(p, k)
+        return keep_all(x) if self.off or x.shape[-1] <= 2 else tail_free_mask(x, self.z)
+
+
+def tail_free_mask(x, z):
+    """Traced: tail-free sampling's keep mask (`z` a float or f32 [rows] per-row data; vocab > 2)."""
+    V = x.shape[-1]
+    p = _probs(x)
+    ps = eta.sort_desc(p)[0]
+    size = _count(x > NEG_INF)
+    d1 = eta.slice_last(ps, 0, V - 1) - eta.slice_last(ps, 1, V - 1)
+    d2 = eta.abs_(eta.slice_last(d1, 0, V - 2) - eta.slice_last(d1, 1, V - 2))
+    idx = eta.broadcast(eta.cast(eta.iota(V - 2), dtype.i32), d2.shape)
+    valid = idx < keep_dims(size - 2, d2)
+    d2 = eta.select(valid, d2, 0.0)
+    total = eta.reduce_sum(d2)
+    uniform = 1.0 / eta.cast(eta.maximum(size - 2, 1), dtype.f32)
+    norm = eta.select(keep_dims(total > 1e-6, d2), d2 / keep_dims(eta.select(total > 1e-6, total, 1.0), d2),
+                      eta.select(valid, keep_dims(uniform, d2), 0.0))
+    cum = eta.cumsum(norm)
+    zz = per_row(z, cum)
+    cand = eta.and_(valid, idx >= 1)
+    past = _count(eta.and_(cand, cum > zz))
+    below = _count(eta.and_(cand, eta.not_(cum > zz)))
+    k = eta.select(past > 0, below + 1, size)
+    k = eta.select(size <= 2, V, k)
+    return eta.top_k_mask(p, k)
 
 
 @dataclass(frozen=True)

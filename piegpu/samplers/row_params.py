@@ -1,4 +1,4 @@
-"""One batched row's sampler settings (RowParams), its host-side state (RowState), and what shapes a batch's epilogue."""
+"""A batched row's sampler settings (RowParams), its host-side state (RowState), what shapes a batch's epilogue."""
 
 from __future__ import annotations
 

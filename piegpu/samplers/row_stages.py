@@ -25,16 +25,16 @@ import numpy as np
 from .. import eta
 from ..dtypes import dtype
 from ..eta.composites import keep_dims
-from .llamacpp import XTC, XTC_SALT, DynamicTemperature, MirostatV1, TailFree, TopNSigma, _count, _probs
-from .truncations import (LN2, EpsilonCutoff, EtaCutoff, MinP, Mirostat, PLess, TopA, TopK, TopP, Typical, _top,
-                          p_less_mask, typical_mask)
+from .llamacpp import (XTC, XTC_SALT, DynamicTemperature, MirostatV1, TailFree, TopNSigma, dynamic_transform,
+                       tail_free_mask, top_n_sigma_mask, xtc_mask)
+from .truncations import (EpsilonCutoff, EtaCutoff, MinP, Mirostat, PLess, TopA, TopK, TopP, Typical, epsilon_mask,
+                          eta_mask, mirostat_next, p_less_mask, typical_mask)
 
-NEG_INF = float("-inf")
 
 
 @dataclass
 class RowContext:
-    """What the rules read beside the logits: the rows' RNG states [B, 2] (before this pass's draw) and Mirostat's mu."""
+    """What the rules read beside the logits: the rows' RNG states [B, 2] (before the draw) and Mirostat's mu."""
 
     rows: int
     rng: object
@@ -56,27 +56,6 @@ def _top_k(x, c, ctx):
     return eta.top_k_mask(x, eta.cast(c[0], dtype.i32))
 
 
-def _epsilon(x, c, ctx):
-    return eta.or_(eta.softmax(x) >= keep_dims(c[0], x), _top(x))
-
-
-def _eta_cutoff(x, c, ctx):
-    p = eta.softmax(x)
-    h = eta.entropy(p)
-    thr = eta.minimum(eta.exp(eta.neg(h)) * c[1], c[0])
-    return eta.or_(p >= keep_dims(thr, x), _top(x))
-
-
-def _top_n_sigma(x, c, ctx):
-    finite = x > NEG_INF
-    cnt = eta.maximum(eta.cast(_count(finite), dtype.f32), 1.0)
-    mean = eta.reduce_sum(eta.select(finite, x, 0.0)) / cnt
-    dev = eta.select(finite, x - keep_dims(mean, x), 0.0)
-    std = eta.sqrt(eta.reduce_sum(dev * dev) / cnt)
-    thr = eta.reduce_max(x) - std * c[0]
-    return eta.not_(x < keep_dims(thr, x))
-
-
 def xtc_coins(ctx: RowContext):
     """Traced: each row's XTC coin, f32 [B] in (0, 1), from its RNG state [key ^ XTC_SALT, counter] (as XTC alone)."""
     s = ctx.rng
@@ -85,75 +64,12 @@ def xtc_coins(ctx: RowContext):
     return eta.concat([eta.rng(eta.slice_last(salted, 2 * b, 2), [1]) for b in range(ctx.rows)])
 
 
-def _xtc(x, c, ctx):
-    p = _probs(x)
-    above = eta.and_(p >= keep_dims(c[1], x), x > NEG_INF)
-    pmin = eta.reduce_min(eta.select(above, p, float("inf")))
-    tie = eta.and_(above, eta.eq(p, keep_dims(pmin, x)))
-    tie_i = eta.cast(tie, dtype.i32)
-    last = eta.and_(tie, eta.eq(eta.cumsum(tie_i), keep_dims(eta.reduce_sum(tie_i), x)))
-    fire = eta.and_(_count(above) >= 2, xtc_coins(ctx) <= c[0])  # a coin in (0, 1): probability 1 always fires
-    return eta.not_(eta.and_(eta.and_(above, eta.not_(last)), keep_dims(fire, x)))
-
-
-def _dyn_fields(s: DynamicTemperature) -> tuple:
-    lo, hi = max(0.0, s.temperature - s.delta), s.temperature + s.delta  # in double, as the stage's constants
-    return (s.temperature, lo, hi - lo, s.exponent)
-
-
-def _dynamic(x, c):
-    z = x * keep_dims(c[0], x)  # x * 1 is x: a temperature of 1 changes nothing, as the stage skips it
-    n = eta.cast(_count(z > NEG_INF), dtype.f32)
-    p = _probs(z)
-    h = eta.neg(eta.reduce_sum(eta.select(p > 0.0, p * eta.log(eta.select(p > 0.0, p, 1.0)), 0.0)))
-    norm = h / eta.log(eta.maximum(n, 2.0))
-    shaped = eta.select(eta.eq(c[3], 0.0), 1.0,
-                        eta.select(norm > 0.0, eta.pow(eta.maximum(norm, 1e-30), c[3]), 0.0))
-    return z, n, shaped * c[2] + c[1]
-
-
-def _first_max(x):
-    ids = eta.cast(eta.iota(x.shape[-1]), dtype.i32)
-    return eta.eq(ids, keep_dims(eta.reduce_argmax(x), x))
-
-
-def _dyn_transform(x, c, ctx):
-    z, n, dyn = _dynamic(x, c)
-    safe = eta.select(dyn > 0.0, dyn, 1.0)
-    scaled = eta.minimum(z / keep_dims(safe, x), float(np.finfo(np.float32).max))
-    scaled = eta.select(keep_dims(dyn > 0.0, x), scaled, eta.mask_apply(x, _first_max(x)))
-    return eta.select(keep_dims(n > 1.0, x), scaled, x)
-
-
 def _tail_free(x, c, ctx):
-    V = x.shape[-1]
-    if V <= 2:
-        return eta.broadcast(True, x.shape)
-    p = _probs(x)
-    ps = eta.sort_desc(p)[0]
-    size = _count(x > NEG_INF)
-    d1 = eta.slice_last(ps, 0, V - 1) - eta.slice_last(ps, 1, V - 1)
-    d2 = eta.abs_(eta.slice_last(d1, 0, V - 2) - eta.slice_last(d1, 1, V - 2))
-    idx = eta.broadcast(eta.cast(eta.iota(V - 2), dtype.i32), d2.shape)
-    valid = idx < keep_dims(size - 2, d2)
-    d2 = eta.select(valid, d2, 0.0)
-    total = eta.reduce_sum(d2)
-    uniform = 1.0 / eta.cast(eta.maximum(size - 2, 1), dtype.f32)
-    norm = eta.select(keep_dims(total > 1e-6, d2), d2 / keep_dims(eta.select(total > 1e-6, total, 1.0), d2),
-                      eta.select(valid, keep_dims(uniform, d2), 0.0))
-    cum = eta.cumsum(norm)
-    z = keep_dims(c[0], cum)
-    cand = eta.and_(valid, idx >= 1)
-    past = _count(eta.and_(cand, cum > z))
-    below = _count(eta.and_(cand, eta.not_(cum > z)))
-    k = eta.select(past > 0, below + 1, size)
-    k = eta.select(size <= 2, V, k)
-    return eta.top_k_mask(p, k)
+    return eta.broadcast(True, x.shape) if x.shape[-1] <= 2 else tail_free_mask(x, c[0])
 
 
 def _mirostat(x, c, ctx):
-    surprise = eta.neg(eta.log_softmax(x)) * (1.0 / LN2)
-    return eta.or_(surprise <= keep_dims(eta.reshape(ctx.mu, [ctx.rows]), x), _top(x))
+    return Mirostat().keep(x, {"mirostat_mu": ctx.mu})  # its keep reads only mu ([B, 1] against [B, vocab])
 
 
 def _mirostat_v1(m: int):
@@ -169,11 +85,12 @@ RULES = {
     Typical: Rule(lambda s: (s.mass,), 1, keep=lambda x, c, ctx: typical_mask(x, c[0])),
     TopA: Rule(lambda s: (s.a,), 1, keep=lambda x, c, ctx: eta.top_a_mask(x, c[0])),
     PLess: Rule(lambda s: (), 0, keep=lambda x, c, ctx: p_less_mask(x)),
-    EpsilonCutoff: Rule(lambda s: (s.epsilon,), 1, keep=_epsilon),
-    EtaCutoff: Rule(lambda s: (s.eta, math.sqrt(s.eta)), 2, keep=_eta_cutoff),
-    TopNSigma: Rule(lambda s: (s.n,), 1, keep=_top_n_sigma),
-    XTC: Rule(lambda s: (s.probability, s.threshold), 2, keep=_xtc),
-    DynamicTemperature: Rule(_dyn_fields, 4, transform=_dyn_transform),
+    EpsilonCutoff: Rule(lambda s: (s.epsilon,), 1, keep=lambda x, c, ctx: epsilon_mask(x, c[0])),
+    EtaCutoff: Rule(lambda s: (s.eta, math.sqrt(s.eta)), 2, keep=lambda x, c, ctx: eta_mask(x, c[0], c[1])),
+    TopNSigma: Rule(lambda s: (s.n,), 1, keep=lambda x, c, ctx: top_n_sigma_mask(x, c[0])),
+    XTC: Rule(lambda s: (s.probability, s.threshold), 2,
+              keep=lambda x, c, ctx: xtc_mask(x, c[0], c[1], xtc_coins(ctx))),
+    DynamicTemperature: Rule(lambda s: s.bounds, 4, transform=lambda x, c, ctx: dynamic_transform(x, *c)),
     TailFree: Rule(lambda s: (s.z,), 1, keep=_tail_free),
     Mirostat: Rule(lambda s: (s.tau, s.eta), 2, keep=_mirostat, mirostat=True),
     MirostatV1: Rule(lambda s: (s.tau, s.eta), 2, mirostat=True),
@@ -280,19 +197,13 @@ class Layout:
         return x
 
     def next_mu(self, params, ctx: RowContext, token, final):
-        """Traced: Mirostat's mu [B, 1] after the draw of `token` from the `final` logits (rows without it keep theirs)."""
-        B = ctx.rows
+        """Traced: Mirostat's mu [B, 1] after `token` was drawn from the `final` logits (other rows keep theirs)."""
         mu = ctx.mu
-        idx = eta.reshape(eta.cast(token, dtype.i32), [B, 1])
-        surprise = eta.neg(eta.take_last(eta.log_softmax(final), idx)) * (1.0 / LN2)  # [B, 1]
-        ok = eta.not_(eta.or_(eta.isnan(surprise), eta.isinf(surprise)))
         for rule, at in zip(self.rules, self.offsets):
-            if not rule.mirostat:
-                continue
-            on = eta.slice_last(params, at, 1) > 0.0
-            tau, lr = eta.slice_last(params, at + 1, 1), eta.slice_last(params, at + 2, 1)
-            new = mu - (surprise - tau) * lr
-            mu = eta.select(eta.and_(on, ok), new, mu)
+            if rule.mirostat:
+                on = eta.slice_last(params, at, 1) > 0.0
+                tau, lr = eta.slice_last(params, at + 1, 1), eta.slice_last(params, at + 2, 1)
+                mu = eta.select(on, mirostat_next(ctx.mu, token, final, tau, lr), mu)
         return mu
 
 

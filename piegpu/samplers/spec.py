@@ -80,8 +80,8 @@ def chain(*parts, temperature: float = 1.0) -> Sampler:
 
 
 # name -> (stage class, default parameter); the value of from_spec(..., value=) overrides the default
-TRUNCATIONS = {"top-k": (TopK, 40), "top-p": (TopP, 0.9), "min-p": (MinP, 0.05), "top-a": (TopA, 0.2), "p-less": (PLess, True),
-               "typical": (Typical, 0.95), "epsilon-cutoff": (EpsilonCutoff, 3e-4),
+TRUNCATIONS = {"top-k": (TopK, 40), "top-p": (TopP, 0.9), "min-p": (MinP, 0.05), "top-a": (TopA, 0.2),
+               "p-less": (PLess, True), "typical": (Typical, 0.95), "epsilon-cutoff": (EpsilonCutoff, 3e-4),
                "eta-cutoff": (EtaCutoff, 3e-4), "mirostat": (Mirostat, 5.0)}
 NAMES = ("greedy", "temperature") + tuple(TRUNCATIONS)
 # the stages only keyword options add (two parameters, or no named sampler of their own)
@@ -92,7 +92,8 @@ EXTRA_STAGES = {"top-n-sigma": TopNSigma, "tail-free": TailFree, "xtc": XTC,
 # typ_p, top_p, min_p, xtc, temperature) places the new stages: top-n-sigma first, tail-free after
 # top-k, XTC after the cutoffs, the dynamic temperature last, Mirostat (v2 or v1) after everything
 OPTION_ORDER = (("top_n_sigma", "top-n-sigma"), ("top_k", "top-k"), ("tfs_z", "tail-free"), ("top_p", "top-p"),
-                ("min_p", "min-p"), ("p_less", "p-less"), ("top_a", "top-a"), ("typical", "typical"), ("epsilon_cutoff", "epsilon-cutoff"),
+                ("min_p", "min-p"), ("p_less", "p-less"), ("top_a", "top-a"), ("typical", "typical"),
+                ("epsilon_cutoff", "epsilon-cutoff"),
                 ("eta_cutoff", "eta-cutoff"), ("xtc_probability", "xtc"), ("dynatemp_range", "dynamic-temperature"),
                 ("mirostat", "mirostat"), ("mirostat_v1", "mirostat-v1"))
 # options that only qualify another: {option: the option it needs}
@@ -109,7 +110,8 @@ OPTIONS = tuple(k for k, _ in OPTION_ORDER) + ("mirostat_eta", "mirostat_m", "xt
 SAMPLER_ORDER_NAMES = {
     "top_n_sigma": "top_n_sigma", "top-n-sigma": "top_n_sigma", "top_k": "top_k", "top-k": "top_k",
     "tfs_z": "tfs_z", "tfs": "tfs_z", "tail-free": "tfs_z", "top_p": "top_p", "top-p": "top_p",
-    "nucleus": "top_p", "min_p": "min_p", "min-p": "min_p", "p_less": "p_less", "p-less": "p_less", "top_a": "top_a", "top-a": "top_a",
+    "nucleus": "top_p", "min_p": "min_p", "min-p": "min_p",
+    "p_less": "p_less", "p-less": "p_less", "top_a": "top_a", "top-a": "top_a",
     "typ_p": "typical", "typical_p": "typical", "typical": "typical", "epsilon_cutoff": "epsilon_cutoff",
     "eta_cutoff": "eta_cutoff", "xtc": "xtc_probability", "temperature": "dynatemp_range",
     "temp": "dynatemp_range", "mirostat": "mirostat", "mirostat_v1": "mirostat_v1",

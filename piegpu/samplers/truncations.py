@@ -240,9 +240,12 @@ class EpsilonCutoff(Truncation):
         return self.epsilon == 0.0
 
     def keep(self, x, states):
-        if self.off:
-            return keep_all(x)
-        return eta.or_(eta.softmax(x) >= self.epsilon, _top(x))
+        return keep_all(x) if self.off else epsilon_mask(x, self.epsilon)
+
+
+def epsilon_mask(x, epsilon):
+    """Traced: prob >= epsilon, and the most likely token (`epsilon` a float or f32 [rows] per-row data)."""
+    return eta.or_(eta.softmax(x) >= (epsilon if isinstance(epsilon, float) else keep_dims(epsilon, x)), _top(x))
 
 
 @dataclass(frozen=True)
@@ -260,12 +263,15 @@ class EtaCutoff(Truncation):
         return self.eta == 0.0
 
     def keep(self, x, states):
-        if self.off:
-            return keep_all(x)
-        p = eta.softmax(x)
-        h = eta.entropy(p)
-        thr = eta.minimum(eta.exp(eta.neg(h)) * math.sqrt(self.eta), self.eta)
-        return eta.or_(p >= keep_dims(thr, x), _top(x))
+        return keep_all(x) if self.off else eta_mask(x, self.eta, math.sqrt(self.eta))
+
+
+def eta_mask(x, eta_, sqrt_eta):
+    """Traced: prob >= min(eta, sqrt(eta) * exp(-entropy)), and the most likely token (floats or f32 [rows] data)."""
+    p = eta.softmax(x)
+    h = eta.entropy(p)
+    thr = eta.minimum(eta.exp(eta.neg(h)) * sqrt_eta, eta_)
+    return eta.or_(p >= keep_dims(thr, x), _top(x))
 
 
 @dataclass(frozen=True)
@@ -301,10 +307,17 @@ class Mirostat(Truncation):
         return eta.or_(surprise <= mu, _top(x))
 
     def update(self, states, token, final):
-        mu = states["mirostat_mu"]
-        idx = eta.reshape(eta.cast(token, dtype.i32), token.shape + (1,))
-        lp = eta.take_last(eta.log_softmax(final), idx)  # [..., 1]
-        surprise = eta.neg(lp) * (1.0 / LN2)
-        new = mu - (surprise - self.tau) * self.eta
-        ok = eta.not_(eta.or_(eta.isnan(surprise), eta.isinf(surprise)))
-        return {"mirostat_mu": eta.select(ok, new, mu)}
+        return {"mirostat_mu": mirostat_next(states["mirostat_mu"], token, final, self.tau, self.eta)}
+
+
+def mirostat_next(mu, token, final, tau, lr):
+    """Traced: mu after drawing `token` from the `final` logits: mu - lr * (surprise - tau), kept when not finite.
+
+    mu is [..., 1]; tau and lr are floats or f32 [..., 1] per-row data.
+    """
+    idx = eta.reshape(eta.cast(token, dtype.i32), token.shape + (1,))
+    lp = eta.take_last(eta.log_softmax(final), idx)  # [..., 1]
+    surprise = eta.neg(lp) * (1.0 / LN2)
+    new = mu - (surprise - tau) * lr
+    ok = eta.not_(eta.or_(eta.isnan(surprise), eta.isinf(surprise)))
+    return eta.select(ok, new, mu)
