@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "piegpu"
 LAYERS = (
     ("base", ("piegpu/errors.py", "piegpu/dtypes.py", "piegpu/paths.py",
               "piegpu/targets.py")),  # the target table: renderers and runners named by strings, loaded lazily
-    ("eta", ("piegpu/eta/",)),
+    ("eta", ("piegpu/eta/", "piegpu/ptir/")),  # Pie's PTIR containers: another encoding of eta programs
     ("kernel", ("piegpu/kernel/",)),  # with the channel buffer layout that the runtime and the shaders share
     ("targets", ("piegpu/wgsl/", "piegpu/spirv/", "piegpu/metal/", "piegpu/cuda/", "piegpu/stablehlo/")),
     ("runtime", ("piegpu/runtime/",)),

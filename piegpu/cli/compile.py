@@ -101,8 +101,9 @@ def js_container(path: str, name: str) -> bytes:
 
 
 def load_program(ref: str, args):
-    """The eta Program that FILE.py:FUNC, FILE.js:NAME or FILE.eta names (ValidationError for bad bytes)."""
+    """The eta Program that FILE.py:FUNC, FILE.js:NAME, FILE.eta or FILE.ptir names (ValidationError for bad bytes)."""
     from ..eta.program import Program
+    from ..runtime.forward import as_program
     path, name = _split(ref)
     suffix = Path(path).suffix
     if name is None:
@@ -111,7 +112,7 @@ def load_program(ref: str, args):
         if args.input:
             raise PieGpuError("compile: --input is for Python functions; a container carries its input types")
         try:
-            return Program.from_bytes(Path(path).read_bytes())
+            return as_program(Path(path).read_bytes(), f"compile {path}")
         except OSError as e:
             raise PieGpuError(f"compile: cannot read {path}: {e.strerror}") from None
     if suffix in JS_SUFFIXES:
@@ -125,6 +126,9 @@ def _cmd_compile(args) -> int:
     prog = load_program(args.function, args)
     if args.save_container:
         Path(args.save_container).write_bytes(prog.to_bytes())
+    if args.target == "stablehlo" and getattr(prog, "ptir_container", None) is not None and not prog.is_pure:
+        from ..ptir.runner import detach  # a Pie pass as one function: cells and logits in, puts out
+        prog = detach(prog).program
     code = prog.emit(args.target)
     if isinstance(code, bytes):
         try:

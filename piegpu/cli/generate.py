@@ -99,8 +99,9 @@ def _checked_options(args) -> tuple:
 
 
 def _sampler_program(args, value, options, constraint):
-    """The eta container of --sampler-program FILE.eta (from any tracer), checked to be the only sampler flag."""
-    from ..eta.program import Program
+    """The eta or PTIR container of --sampler-program FILE (any tracer, or Pie), checked to be the only sampler flag."""
+    from ..ptir import as_sampler, is_ptir
+    from ..runtime.forward import as_program
     if args.sampler != "greedy" or value is not None or options or args.temperature != 1.0:
         raise PieGpuError("generate: --sampler-program is the whole sampler; it takes no --sampler, --temperature or "
                           "sampler options. Fix: trace them into the program, or drop --sampler-program")
@@ -111,7 +112,9 @@ def _sampler_program(args, value, options, constraint):
         data = open(args.sampler_program, "rb").read()
     except OSError as e:
         raise PieGpuError(f"generate: cannot read --sampler-program {args.sampler_program}: {e.strerror}") from None
-    return Program.from_bytes(data)
+    if is_ptir(data):
+        return as_sampler(data)
+    return as_program(data, f"--sampler-program {args.sampler_program}")
 
 
 def _cmd_generate(args) -> int:

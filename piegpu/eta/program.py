@@ -60,6 +60,11 @@ class Program:
         """The canonical bytes: equal programs give equal bytes in any process."""
         return self._bytes
 
+    def to_ptir(self) -> bytes:
+        """Pie's PTIR container of this program (ValidationError naming the first op Pie's op table lacks)."""
+        from ..ptir.export import to_ptir
+        return to_ptir(self)
+
     @cached_property
     def hash(self) -> str:
         """Hex sha256 of the canonical bytes: the content hash."""

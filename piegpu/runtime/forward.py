@@ -209,10 +209,23 @@ def readout_rows_of(seqs: list, spec: tuple | None) -> list:
 
 
 def as_program(prog, where: str):
-    """`prog` as an eta.Program: a Program, or container bytes (decoded and validated)."""
-    from ..eta.program import Program
+    """`prog` as an eta.Program: a Program, or eta or Pie PTIR container bytes (decoded and validated).
+
+    The one place that tells the container formats apart by their magic bytes.
+    """
+    from ..eta.program import MAGIC, Program
+    from ..ptir import MAGIC as PTIR_MAGIC
+    from ..ptir import load as load_ptir
     if isinstance(prog, (bytes, bytearray, memoryview)):
-        return Program.from_bytes(bytes(prog))
+        data = bytes(prog)
+        if data.startswith(PTIR_MAGIC):
+            return load_ptir(data)
+        if not data.startswith(MAGIC):
+            raise ValidationError(f"{where}: the bytes start with {data[:8]!r}, which is neither an eta container "
+                                  f"(magic {MAGIC!r}) nor a Pie PTIR container (magic {PTIR_MAGIC!r}). Fix: pass "
+                                  "the bytes of Program.to_bytes(), of a JS/Rust tracer, or of Pie's "
+                                  "TraceContainer::encode")
+        return Program.from_bytes(data)
     if not isinstance(prog, Program):
         raise ValidationError(f"{where}: expected an eta.Program or container bytes, got {type(prog).__name__}. "
                               "Fix: eta.Program.from_bytes(open('x.eta', 'rb').read())")

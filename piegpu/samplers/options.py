@@ -89,12 +89,12 @@ class SamplingOptions:
         and its RNG state [seed, tokens drawn] (as generate(sampler=prog) does alone).
         """
         if self.is_program:
-            from ..runtime.forward import as_program
+            from .program import as_sampler_program
             if self.temperature != 1.0 or self.value is not None or self.options:
                 raise ValidationError("a sampler program is the whole sampler: temperature, parameters and options "
                                       "do not apply. Fix: trace them into the program and drop them")
             return RowParams(seed=seed, logprobs=logprobs, top_logprobs=top_logprobs, constrained=constrained,
-                             program=as_program(self.spec, "sampler program"))
+                             program=as_sampler_program(self.spec, "sampler program"))
         return RowParams.of(self.sampler, seed, logprobs, top_logprobs, constrained, tokenizer)
 
     def __repr__(self) -> str:

@@ -17,6 +17,13 @@ from .chain import rng_advance
 from .state import SeqContext
 
 
+def as_sampler_program(prog, where: str):
+    """An eta Program from a Program, eta container bytes, or a sampler-shaped PTIR container (Pie's format)."""
+    from ..ptir import as_sampler, is_ptir
+    from ..runtime.forward import as_program
+    return as_sampler(bytes(prog)) if is_ptir(prog) else as_program(prog, where)
+
+
 def is_sampler_program(sampler) -> bool:
     """Whether generate(sampler=...) got an eta container (a Program or its bytes) rather than a sampler spec."""
     from ..eta.program import Program
@@ -32,12 +39,11 @@ class ProgramSampler:
     """
 
     def __init__(self, prog, vocab: int, temperature=1.0, value=None, options=None, watermark=None):
-        from ..runtime.forward import as_program
         if temperature != 1.0 or value is not None or options or watermark is not None:
             raise ValidationError("generate(sampler=program): the program is the whole sampler, so temperature, "
                                   "sampler parameters and watermark do not apply. Fix: trace them into the program "
                                   "(e.g. logits * (1 / T)) and drop the options")
-        self.program = prog = as_program(prog, "generate(sampler=program)")
+        self.program = prog = as_sampler_program(prog, "generate(sampler=program)")
         want = [f"f32[{vocab}]", "u32[2]"]
         got = [f"{t.dtype.name}{list(t.shape)}".replace(" ", "") for t in prog.input_types]
         outs = prog.output_types
