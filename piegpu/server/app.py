@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..errors import PieGpuError
 from .engine import Engine, Job, QueueFull
 from .llamacpp import register_llamacpp
+from .page import register_page
 from .protocol import ChatCompletionRequest, CompletionRequest, ServerError, error_body
 from .programs import SamplerPrograms, register_programs
 from .sampling import request_options
@@ -378,6 +379,7 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
         return await _respond(api, request, body, _Completion(api), prompts, logprobs, body.logprobs or 0, echo)
 
     register_llamacpp(app, api, api_key)  # llama.cpp's /completion, /tokenize, /props, /metrics...
+    register_page(app, api, api_key)  # the chat page at / (server/page.py)
 
     def openapi() -> dict:
         """FastAPI's schema, with `model` naming the one model served (clients and fuzzers see the valid value)."""

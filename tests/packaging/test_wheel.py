@@ -66,6 +66,9 @@ def test_wheel_carries_every_shader_and_module(wheel):
                      if "__pycache__" not in p.parts)
     missing = [m for m in modules if m not in names]
     assert not missing, f"the wheel lacks these modules (pyproject.toml package-dir): {missing}"
+    page = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "piegpu" / "server" / "static").iterdir())
+    missing = [f for f in page if f not in names]
+    assert page and not missing, f"the wheel lacks the chat page's files (pyproject.toml package-data): {missing}"
 
 
 def test_installed_wheel_generates_outside_the_checkout(wheel, gpu, tmp_path):
