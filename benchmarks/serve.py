@@ -8,6 +8,7 @@ and the measured prompts are still prefilled). All figures come
 from one run, so their ratios are side by side:
 
     python benchmarks/serve.py [--tokens 32] [--requests 2] [--clients 1,4,16] [--json]
+    python benchmarks/serve.py --ray [--clients 4] [--chats 8] [--turns 3]   # Ray Serve replicas (serve_ray.py)
 """
 
 from __future__ import annotations
@@ -82,11 +83,20 @@ def main(argv=None) -> int:
     """Run the benchmark and print its table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", default=None, help="an already running server's base URL (default: start one)")
-    ap.add_argument("--clients", default="1,4,16")
+    ap.add_argument("--clients", default=None, help="concurrencies (1,4,16; with --ray one number, 4)")
     ap.add_argument("--requests", type=int, default=2, help="requests per client, one after another")
     ap.add_argument("--tokens", type=int, default=32, help="max_tokens per request")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--ray", action="store_true", help="piegpu serve --ray: 1 and 2 replicas, affinity on/off "
+                    "(benchmarks/serve_ray.py)")
+    ap.add_argument("--chats", type=int, default=8, help="with --ray: multi-turn chats for the prefix hit rate")
+    ap.add_argument("--turns", type=int, default=3, help="with --ray: turns per chat")
     args = ap.parse_args(argv)
+    if args.ray:
+        import serve_ray
+        args.clients = args.clients or "4"
+        return serve_ray.main(args)
+    args.clients = args.clients or "1,4,16"
     import openai
     server = None
     if args.url is None:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 from .common import int_at_least
 
 
 def model_id(model, path: str | None) -> str:
     """The id the server answers to: the model folder's or file's name (the default model's own name)."""
-    name = Path(path or model.source).name
-    name = re.sub(r"\.gguf$", "", name)
-    return re.sub(r"-[0-9a-f]{12}$", "", name)  # the converted-model cache folder's content hash
+    from ..server import served_model_id
+    return served_model_id(model, path)
 
 
 def _megabytes(text: str) -> float:
@@ -36,7 +32,41 @@ def _positive_megabytes(text: str) -> float:
     return v
 
 
+def _cmd_serve_ray(args) -> int:
+    """`piegpu serve --ray`: the same routes from N Ray Serve replicas (piegpu.server.ray)."""
+    import os
+    import sys
+
+    from ..server import ray as on_ray
+    on_ray.require_ray()
+    on_ray.check_address(args.address)  # before anything starts
+    replicas = args.replicas or 1
+    autoscaling = None
+    if args.max_replicas is not None:
+        if args.max_replicas < replicas:
+            args.parser.error(f"--max-replicas {args.max_replicas} is below --replicas {replicas}. Fix: "
+                              "--max-replicas at least --replicas (autoscaling between the two)")
+        autoscaling = {"min_replicas": replicas, "initial_replicas": replicas, "max_replicas": args.max_replicas,
+                       "target_ongoing_requests": args.max_batch}  # a replica's batch full: time for another
+    env = {"LP_NUM_THREADS": os.environ["LP_NUM_THREADS"]} if "LP_NUM_THREADS" in os.environ else None
+    # replicas load the model in processes of their own (maybe on other nodes, at the same path): an absolute path
+    model = os.path.abspath(args.model) if args.model and os.path.exists(args.model) else args.model
+    app = on_ray.build(model, replicas, model_id=args.model_id, affinity=not args.no_affinity,
+                       num_cpus=args.replica_cpus, num_gpus=args.replica_gpus, autoscaling=autoscaling, env=env,
+                       max_batch=args.max_batch, max_queue=args.max_queue, ctx=args.ctx, kv_mb=args.kv_mb,
+                       cache_mb=args.cache_mb, window=args.window, api_key=args.api_key, max_body=args.max_body)
+    return on_ray.run(app, args.address, args.host, args.port, replicas, args.replica_cpus, args.replica_gpus,
+                      lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
 def _cmd_serve(args) -> int:
+    if args.ray:
+        return _cmd_serve_ray(args)
+    given = [flag for flag, v in (("--replicas", args.replicas), ("--address", args.address),
+                                  ("--max-replicas", args.max_replicas), ("--no-affinity", args.no_affinity)) if v]
+    if given:
+        args.parser.error(f"{' and '.join(given)} only work with --ray. Fix: add --ray (pip install "
+                          "'piegpu[ray]') or drop them")
     from ..textgen.model import load_model
     from ..server import serve
     model = load_model(args.model, verbose=True, kv_mb=args.kv_mb)
@@ -69,4 +99,15 @@ def add_parser(sub) -> None:
                    help="largest request body accepted; larger ones get HTTP 413 (4 MiB)")
     s.add_argument("--model-id", default=None, help="the model name clients use (default: from the path)")
     s.add_argument("--verbose", action="store_true", help="log every request")
-    s.set_defaults(func=_cmd_serve)
+    r = s.add_argument_group("scale-out on Ray Serve (pip install 'piegpu[ray]')")
+    r.add_argument("--ray", action="store_true", help="serve from Ray Serve replicas, one engine each")
+    r.add_argument("--replicas", type=int_at_least(1), default=None, help="replicas with --ray (1)")
+    r.add_argument("--max-replicas", type=int_at_least(1), default=None, metavar="M",
+                   help="autoscale between --replicas and M replicas on requests in flight (--max-batch each)")
+    r.add_argument("--address", default=None, metavar="ADDR",
+                   help="a running Ray cluster (HEAD:6379 from `ray start --head`); default: a local instance")
+    r.add_argument("--replica-cpus", type=float, default=1.0, help="CPUs Ray reserves per replica (1)")
+    r.add_argument("--replica-gpus", type=float, default=0.0, help="GPUs Ray reserves per replica (0; 1 on GPUs)")
+    r.add_argument("--no-affinity", action="store_true",
+                   help="route by load only (Ray's power of two choices), not by shared prompt prefixes")
+    s.set_defaults(func=_cmd_serve, parser=s)

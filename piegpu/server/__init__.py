@@ -13,7 +13,16 @@ import sys
 from .app import build_app
 from .engine import Engine
 
-__all__ = ["build_app", "Engine", "serve"]
+__all__ = ["build_app", "Engine", "serve", "served_model_id"]
+
+
+def served_model_id(model, path: str | None) -> str:
+    """The id the server answers to: the model folder's or file's name (the default model's own name)."""
+    import re
+    from pathlib import Path
+    name = Path(path or model.source).name
+    name = re.sub(r"\.gguf$", "", name)
+    return re.sub(r"-[0-9a-f]{12}$", "", name)  # the converted-model cache folder's content hash
 
 
 def serve(model, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16, max_queue: int = 64,
