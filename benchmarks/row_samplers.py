@@ -1,6 +1,6 @@
 """What per-row sampler stages cost a batched decode pass: B rows of the default model, one stage mix per run.
 
-    python benchmarks/row_samplers.py [--batch 8] [--tokens 24] [--runs 3]
+    python benchmarks/row_samplers.py [--batch 8] [--tokens 24] [--runs 3] [--mix NAME ...]
 
 Each mix runs `--runs` times, the mixes interleaved round by round (a slow spell of a shared machine lands
 on all of them); it prints the median ms per pass, the host's CPU ms per pass (Python threads) and the
@@ -22,6 +22,8 @@ MIXES = {
     "xtc + top-n-sigma": [dict(xtc_probability=0.5, top_n_sigma=1.5)],
     "mirostat v2": [dict(sampler="mirostat", value=5.0)],
     "dry": [dict(dry_multiplier=0.8)],
+    "tail-free": [dict(tfs_z=0.95)],
+    "mirostat v1": [dict(mirostat_v1=5.0)],
     "every stage, mixed rows": [dict(sampler="top-p", top_p=0.9), dict(xtc_probability=0.5, top_k=40),
                                 dict(sampler="mirostat", value=5.0), dict(p_less=True, min_p=0.05),
                                 dict(tfs_z=0.95, dynatemp_range=0.5), dict(sampler="eta-cutoff", value=3e-4),
@@ -56,12 +58,15 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=24)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--mix", action="append", default=None, choices=list(MIXES),
+                    help="only these mixes (repeatable; greedy always runs, as the baseline)")
     args = ap.parse_args()
+    mixes = {k: v for k, v in MIXES.items() if args.mix is None or k in args.mix or k == "greedy"}
     import piegpu
     model = piegpu.load_model()
-    times: dict = {k: [] for k in MIXES}
+    times: dict = {k: [] for k in mixes}
     for r in range(args.runs + 1):
-        for name, rows in MIXES.items():
+        for name, rows in mixes.items():
             wall, host, passes = run_mix(model, rows, args.batch, args.tokens)
             if r:
                 times[name].append((wall / passes * 1e3, host / passes * 1e3))
