@@ -77,3 +77,15 @@ def tiny_model(cfg: LlamaConfig | None = None, seed: int = 0, fmt: str = "f32", 
         t = {k: (v.astype(np.float16).astype(np.float32) if v.ndim == 2 else v) for k, v in t.items()}
     gpu = GpuModel(weights_from_tensors(cfg, t, fmt), max_binding=max_binding, kv_mb=kv_mb)
     return Model(cfg, NullTokenizer(), gpu, "tiny", None), ReferenceModel(cfg, t)
+
+
+async def run_ahead_tokens(pipe, fwd, token_out, n: int) -> list:
+    """The tokens a device decode loop puts into `token_out` over n passes run ahead (one host read each)."""
+    out = []
+
+    async def on_token():
+        out.append(await token_out.take_scalar())
+        return True
+
+    await pipe.run_ahead(fwd, n, on_token)
+    return out

@@ -6,6 +6,7 @@ import asyncio
 import importlib.util
 
 from piegpu import Channel, ForwardPass, StateGeometry, dtype, ptir
+from tests.helpers import run_ahead_tokens
 from tests.sdk.make_corpus import ROOT
 
 from .conftest import CONTAINERS
@@ -43,14 +44,7 @@ async def _greedy_loop(model, data: bytes, n: int) -> list:
     fwd.embed(token_in, Channel.from_([0, 1], dtype.u32))
     fwd.state([ws], StateGeometry.folding())
     fwd.epilogue_program(data, channels={"chan0": token_in, "chan1": token_out})  # Pie's loop: chan0 feeds the embed
-    out = []
-
-    async def on_token():
-        out.append(await token_out.take_scalar())
-        return True
-
-    await pipe.run_ahead(fwd, n, on_token)
-    return out
+    return await run_ahead_tokens(pipe, fwd, token_out, n)
 
 
 def test_pies_greedy_loop_runs_ahead_as_an_epilogue_and_matches_piegpus_greedy(default_model):

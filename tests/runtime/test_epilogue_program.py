@@ -14,6 +14,7 @@ from piegpu import Channel, ForwardPass, ValidationError, dtype, eta
 from piegpu.eta import IntrinsicContext, intrinsics
 from piegpu.samplers.program import ProgramSampler
 from tests.sdk.foreign import js_output, rust_example
+from tests.helpers import run_ahead_tokens
 from tests.sdk.make_corpus import ROOT
 
 V = 49152
@@ -99,14 +100,7 @@ async def _device_loop(model, prog, n: int) -> list:
     # the example's prefill and decode pass, with the program as its epilogue instead of the Python one
     fwd, token_in, token_out = await _top_a_example().decode_pass(pipe, ws, ids)
     fwd.epilogue_program(prog, channels={"token_in": token_in, "token_out": token_out})
-    out = []
-
-    async def on_token():
-        out.append(await token_out.take_scalar())
-        return True
-
-    await pipe.run_ahead(fwd, n, on_token)
-    return out
+    return await run_ahead_tokens(pipe, fwd, token_out, n)
 
 
 def test_the_greedy_loop_written_in_js_and_in_rust_runs_as_an_epilogue(default_model):
