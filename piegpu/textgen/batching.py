@@ -71,11 +71,14 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
                                    seed=seed, stop=stop, chat=chat, **options))
         except ValidationError as e:
             raise ValidationError(f"generate_batch: prompt {i}: {e}") from None
+    t0 = time.perf_counter()
+    sessions = await _shared_prefix(model, gens)
+    prefill_s = time.perf_counter() - t0 if sessions[0] is not None else 0.0
     batch = _batch(model, max_batch, window)
-    seqs = [_join(batch, g) for g in gens]
+    seqs = [_join(batch, g, session=sess) for g, sess in zip(gens, sessions)]
     t0 = time.perf_counter()
     await batch.run()
-    _finish(seqs, gens, t0)
+    _finish(seqs, gens, t0, prefill_s)
     failed = [(i, s.error) for i, s in enumerate(seqs) if s.error]
     if failed:
         e = ValidationError("generate_batch: " + "; ".join(f"prompt {i}: {why}" for i, why in failed) +
@@ -83,6 +86,22 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
         e.generations = gens
         raise e
     return gens
+
+
+async def _shared_prefix(model, gens: list) -> list:
+    """Sessions holding the prompts' common prefix (at least one KV page of it), prefilled once and shared by
+    forks (their pages are reference-counted, not copied); [None, ...] when the prompts share less."""
+    ids = [g.prompt_ids[:-1] for g in gens]  # each prompt's last token is embedded by its first decode pass
+    n = min((len(i) for i in ids), default=0)
+    common = next((k for k in range(n) if any(i[k] != ids[0][k] for i in ids[1:])), n)
+    if len(gens) < 2 or common < model.gpu.kv.page:
+        return [None] * len(gens)
+    for g in gens[1:]:
+        g.stats.reused_tokens = common  # the first prompt's prefill of the common prefix, shared
+    room = max(len(g.prompt_ids) + g.budget for g in gens)  # pages are taken as used, so room costs nothing
+    base = model.session(model.working_set(min(model.config.max_position_embeddings, room)))
+    await base.extend(ids[0][:common])
+    return [base] + [base.fork() for _ in gens[1:]]
 
 
 def generate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0, seed: int = 0,

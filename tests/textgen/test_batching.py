@@ -47,6 +47,19 @@ def test_seeded_batch_rows_equal_each_row_alone(tiny, sampler, options):
     assert [g.tokens for g in gens] == [alone(tiny, p, **kw) for p in PROMPTS]
 
 
+def test_prompts_with_a_common_prefix_prefill_it_once_and_equal_each_alone(tiny):
+    """A shared prefix of at least a KV page is prefilled once and forked (pages shared); rows equal each alone."""
+    head = " ".join(str(7 + i % 50) for i in range(40)) + " "
+    prompts = [head + "5 17", head + "100 3 9", head + "250"]
+    for kw in (dict(), dict(sampler="top-p", top_p=0.9, temperature=0.8, seed=5)):
+        gens = tiny.generate_batch(prompts, max_tokens=8, **kw)
+        assert [g.tokens for g in gens] == [alone(tiny, p, max_tokens=8, **kw) for p in prompts]
+        common = len(tiny.tokenizer.encode(head).ids)
+        assert [g.stats.reused_tokens for g in gens] == [0, common, common]
+    gens = tiny.generate_batch(PROMPTS[:2], max_tokens=2)  # nothing in common: nothing shared
+    assert [g.stats.reused_tokens for g in gens] == [0, 0]
+
+
 def test_n_samples_share_the_prompt_and_equal_seeded_runs_alone(tiny):
     s = tiny.generate("5 17 42 7", max_tokens=6, sampler="top-p", top_p=0.9, seed=7, n=3)
     texts = s.run()
