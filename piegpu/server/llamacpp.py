@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from .. import __version__
 from ..errors import PieGpuError
-from .llamacpp_request import RANDOM_SEED, parse_body, shared
+from .llamacpp_request import RANDOM_SEED, parse_body
 from .metrics import CONTENT_TYPE, prometheus_text
 from .protocol import ChatCompletionRequest, ServerError
 
@@ -125,7 +125,7 @@ class LlamaCpp:
             "ignore_eos": req.ignore_eos, "stream": req.stream, "logit_bias": bias, "n_probs": req.n_probs,
             "min_keep": g("min_keep", 0), "grammar": req.grammar or "",
             "timings_per_token": req.timings_per_token, "post_sampling_probs": False, "lora": [],
-            "samplers": (getattr(req, "samplers", None) or applied) if shared("samplers") else applied,
+            "samplers": req.samplers or applied,
             "n_ctx": self.engine.ctx, "model": self.api.model_id,
         }
 
@@ -299,7 +299,7 @@ class LlamaCpp:
                 "chat_template_caps": {}, "modalities": {"vision": False, "audio": False},
                 "bos_token": token(cfg.bos_token_id), "eos_token": token((cfg.eos_token_ids or [None])[0]),
                 "build_info": f"piegpu {__version__}", "is_sleeping": False, "endpoint_slots": False,
-                "endpoint_props": False, "endpoint_metrics": True, "samplers_per_request": shared("samplers")}
+                "endpoint_props": False, "endpoint_metrics": True, "samplers_per_request": True}
 
     async def metrics(self, request: Request):
         """GET /metrics: Prometheus text exposition (llama.cpp's llamacpp:* names, plus piegpu's)."""

@@ -35,12 +35,10 @@ OFF_WHEN_UNLISTED = {"penalties": {"repeat_penalty": 1.0, "repetition_penalty": 
                      "dry": {"dry_multiplier": 0.0}, "top_n_sigma": {"top_n_sigma": -1.0}, "top_k": {"top_k": 0},
                      "typ_p": {"typical_p": 1.0}, "top_p": {"top_p": 1.0}, "min_p": {"min_p": 0.0},
                      "xtc": {"xtc_probability": 0.0}}
-# the order piegpu's batched rows apply their stages in (protocol/_Sampling may add per-request orders)
+# the order piegpu's rows apply the default stages in, reported when a request gives no `samplers`
 ROW_ORDER = ("penalties", "temperature", "top_k", "top_p", "min_p", "typ_p")
-# llama.cpp fields piegpu's rows cannot honour yet: (value that changes nothing, why); refused otherwise
+# llama.cpp fields piegpu cannot honour: (value that changes nothing, why); refused otherwise
 _UNSUPPORTED = {
-    "dynatemp_range": (0.0, "dynamic temperature is not yet a per-row stage of the server"),
-    "tfs_z": (1.0, "tail-free sampling is not yet a per-row stage of the server"),
     "min_keep": (0, "min_keep is not a stage of piegpu's samplers"),
     "n_indent": (0, "n_indent (minimum line indentation) is not supported"),
     "t_max_predict_ms": (0, "t_max_predict_ms (a time limit) is not supported; use n_predict"),
@@ -49,11 +47,6 @@ _UNSUPPORTED = {
     "lora": ([], "LoRA adapters are not supported"),
     "n_cache_reuse": (0, "n_cache_reuse (KV shifting) is not supported; prefixes are reused without it"),
 }
-
-
-def shared(name: str) -> bool:
-    """Whether protocol._Sampling (the body the OpenAI routes share) has the field `name`."""
-    return name in _Sampling.model_fields
 
 
 class LlamaCompletionRequest(_Sampling):
@@ -145,7 +138,7 @@ def validation_error(e: ValidationError) -> ServerError:
 
 def _check_unsupported(data: dict) -> None:
     for key, (off, why) in _UNSUPPORTED.items():
-        if shared(key) or key not in data or data[key] in (None, off):
+        if key not in data or data[key] in (None, off):
             continue
         raise ServerError(400, f"{key}: {why}. Fix: leave it out (or send {off!r})", key)
 
@@ -175,11 +168,8 @@ def _samplers(data: dict) -> list:
             _turn_off(data, stage)
     if "temperature" not in names and isinstance(data.get("temperature"), (int, float)) and data["temperature"] > 0:
         data["temperature"] = 1.0  # no temperature stage: the distribution as the model gives it
-    if shared("samplers"):
-        data["samplers"] = names  # the shared body applies the order
-        return names
-    data.pop("samplers")
-    return [s for s in ROW_ORDER if s in names]  # the rows' fixed order, restricted to the stages listed
+    data["samplers"] = names  # the shared body applies the order (server/sampling.py)
+    return names
 
 
 def _turn_off(data: dict, stage: str) -> None:
@@ -225,8 +215,8 @@ def _logit_bias(value, encode, vocab: int) -> dict:
 
 
 def _repeat_last_n(data: dict, ctx: int) -> None:
-    n = data.pop("repeat_last_n", -1) if not shared("repeat_last_n") else data.get("repeat_last_n", -1)
-    if shared("repeat_last_n") or n is None:
+    n = data.pop("repeat_last_n", -1)
+    if n is None:
         return
     if isinstance(n, bool) or not isinstance(n, int) or n < -1:
         raise ServerError(400, f"repeat_last_n must be an int >= -1, got {n!r}", "repeat_last_n")
