@@ -56,12 +56,17 @@ def _top_k(x, c, ctx):
     return eta.top_k_mask(x, eta.cast(c[0], dtype.i32))
 
 
+def row_states(r, rows: int) -> list:
+    """Traced: each row's u32 [2] RNG state [key, counter] of the rows' states r [rows, 2]."""
+    flat = eta.reshape(r, [2 * rows])
+    return [eta.slice_last(flat, 2 * b, 2) for b in range(rows)]
+
+
 def xtc_coins(ctx: RowContext):
     """Traced: each row's XTC coin, f32 [B] in (0, 1), from its RNG state [key ^ XTC_SALT, counter] (as XTC alone)."""
     s = ctx.rng
-    salted = eta.reshape(eta.concat([eta.bit_xor(eta.slice_last(s, 0, 1), XTC_SALT), eta.slice_last(s, 1, 1)]),
-                         [2 * ctx.rows])
-    return eta.concat([eta.rng(eta.slice_last(salted, 2 * b, 2), [1]) for b in range(ctx.rows)])
+    salted = eta.concat([eta.bit_xor(eta.slice_last(s, 0, 1), XTC_SALT), eta.slice_last(s, 1, 1)])
+    return eta.concat([eta.rng(state, [1]) for state in row_states(salted, ctx.rows)])
 
 
 def _tail_free(x, c, ctx):
@@ -207,4 +212,4 @@ class Layout:
         return mu
 
 
-__all__ = ["Layout", "RowContext", "RULES", "layout_of", "slot_of", "supersequence", "xtc_coins"]
+__all__ = ["Layout", "RowContext", "RULES", "layout_of", "row_states", "slot_of", "supersequence", "xtc_coins"]

@@ -36,7 +36,7 @@ from .chain import F32_MAX, rng_advance
 from .llamacpp import NEG_INF
 from .row_dry import RowDry
 from .row_params import FLAGS, TOP_LOGPROBS, RowKey, RowParams, RowState, structure_of
-from .row_stages import Layout, RowContext
+from .row_stages import Layout, RowContext, row_states
 
 STAGES = RowKey(frozenset(FLAGS))  # every flag, no truncation slots: the default of a RowSampler made by hand
 
@@ -214,13 +214,13 @@ class RowSampler:
         RNG state); the others keep `token`."""
         from ..runtime.forward import inline_program
         B, V = self.rows, self.vocab
-        flat, states = eta.reshape(logits, [B * V]), eta.reshape(r, [2 * B])
+        flat, states = eta.reshape(logits, [B * V]), row_states(r, B)
         parts = []
         for b, prog in enumerate(self.key.programs):
             if prog is None:
                 parts.append(eta.slice_last(token, b, 1))
             else:
-                (t,) = inline_program(prog, (eta.slice_last(flat, b * V, V), eta.slice_last(states, 2 * b, 2)))
+                (t,) = inline_program(prog, (eta.slice_last(flat, b * V, V), states[b]))
                 parts.append(eta.reshape(eta.cast(t, dtype.i32), [1]))
         return eta.concat(parts)
 
@@ -256,8 +256,7 @@ class RowSampler:
             ctx = RowContext(B, r, mu)
             slots = self.extra["slots"].read()
             x = self.layout.apply(x, slots, ctx)
-        states = eta.reshape(r, [B * 2])
-        noise = eta.concat([eta.gumbel(eta.slice_last(states, 2 * b, 2), [self.vocab]) for b in range(B)])
+        noise = eta.concat([eta.gumbel(state, [self.vocab]) for state in row_states(r, B)])
         drawn = eta.reduce_argmax(eta.sanitize(x) + eta.reshape(noise, [B, self.vocab]))
         token = eta.select(greedy, best, drawn)
         if ctx is not None and ctx.mu is not None:
