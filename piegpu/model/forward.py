@@ -6,7 +6,10 @@ attention norm -> QKV -> RoPE + KV write -> attention -> output projection + res
 the readout rows. Each RMSNorm is folded into the matvec that reads it (5 dispatches per
 layer): the decode matvec normalizes x as it reads it, the subgroup matmul of several
 tokens scales its dot products by each token's 1 / rms (Kernels.folds_norm); on adapters
-without that matmul, passes of several tokens normalize in a dispatch of their own.
+without that matmul, passes of several tokens normalize in a dispatch of their own. An
+epilogue that reads the readout rows' final hidden state (intrinsics.output(i, "hidden"))
+finds them normalized in the scratch's `hn`: a norm dispatch of their own where the logits
+fold the norm in, recorded only for such epilogues (final_logits).
 
 Family steps (model/family.py) are chosen here from the config, not by a forward per
 family: a QKV bias or per-head q/k norm runs between the QKV projection and RoPE (the
@@ -40,24 +43,30 @@ def normed(k: Kernels, s, norm, key: tuple) -> tuple:
     return s.hn, None
 
 
-def final_logits(k: Kernels, w, s, first: int, rows: int) -> None:
+def final_logits(k: Kernels, w, s, first: int, rows: int, hidden: bool = False) -> None:
     """s.logits = lm_head(rmsnorm(h[first:first + rows])): the norm folded into the logits matvec for one row
-    from anywhere (the decode matvec) or, where the matmul folds it, for rows from row 0."""
+    from anywhere (the decode matvec) or, where the matmul folds it, for rows from row 0.
+
+    `hidden`: the normalized rows must also land in s.hn[0:rows] (an epilogue reads them). Where the
+    norm is folded that is a norm dispatch of its own, recorded only then; the logits stay the folded ones.
+    """
     if rows == 1 or (k.folds_norm and first == 0):
+        if hidden:
+            k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows))
         k.logits(w.lm_head, s.h, w.final_norm, out=s.logits, rows=rows, key=("lm", first, rows), first=first)
     else:
         k.rmsnorm(s.h, w.final_norm, out=s.hn, tokens=rows, first=first, key=("nf", first, rows))
         k.logits(w.lm_head, s.hn, None, out=s.logits, rows=rows, key=("lm", first, rows))
 
 
-def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
+def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int, hidden: bool = False) -> None:
     """Record one forward pass: weights `w` (a GpuModel), working set `ws`, scratch buffers `s`.
 
     Bind groups over the working set's buffers are cached with the working set (ws.binds);
     the others (weights and scratch only) with the recorder's store, the scratch's.
 
     `tokens` is the channel buffer holding the pass's token ids; the logits of token
-    rows [first, first + rows) land in s.logits.
+    rows [first, first + rows) land in s.logits (and, with `hidden`, their final-normed rows in s.hn).
     """
     k.embed(w.embed, tokens, out=s.h, binds=ws.binds)
     for i, layer in enumerate(w.layers):
@@ -77,17 +86,18 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int) -> None:
         x, norm = normed(k, s, layer.post_norm, (i, "n2"))
         k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
         add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
-    final_logits(k, w, s, first, rows)  # final norm + logits of the readout rows
+    final_logits(k, w, s, first, rows, hidden)  # final norm + logits of the readout rows
 
 
-def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
+def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list, hidden: bool = False) -> None:
     """Record one pass over several sequences: `seqs` = [(working set, first token, tokens), ...] in pass order.
 
     Token-parallel steps (embedding, norms, every matvec) run once over all T tokens of
     the pass, so each weight block is read once per token tile whatever the sequence; the
     steps that touch a sequence's KV state (RoPE + KV write, attention) bind several
     sequences per dispatch, each through its own page table and length. `readout` = [(first token row,
-    rows)] per sequence: their logits land in s.logits, sequence by sequence.
+    rows)] per sequence: their logits land in s.logits, sequence by sequence (with `hidden`, their final-normed
+    rows in s.hn the same way: apart, the norm gathers them there anyway).
     """
     positions = max(ws.max_tokens for ws, _, _ in seqs)
     k.embed(w.embed, tokens, out=s.h, binds={})  # the plan keeps it (the plan lives with its ForwardPass)
@@ -113,7 +123,7 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list) -> None:
         else:
             runs.append([first, rows])
     if len(runs) == 1:  # a decode batch's rows (all of h), or one sequence's
-        final_logits(k, w, s, *runs[0])
+        final_logits(k, w, s, *runs[0], hidden)
         return
     row = 0
     for first, rows in runs:

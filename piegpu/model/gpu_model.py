@@ -261,26 +261,28 @@ class GpuModel:
         return freed
 
     # ---- passes ----------------------------------------------------------------------------
-    def encode(self, cpass, ws: WorkingSet, T: int, tokens, readout: tuple = None) -> tuple:
+    def encode(self, cpass, ws: WorkingSet, T: int, tokens, readout: tuple = None, hidden: bool = False) -> tuple:
         """Record one forward pass of T tokens into `cpass`; returns (logits buffer, dispatch count).
 
         `tokens` is a channel buffer whose oldest cell holds the T token ids (read on the
         device); `readout` = (first, count) token rows whose logits are computed
-        (default: the last token). The caller advances ws.state after the pass. The list
-        of dispatches is built once per (working set, shape, tokens buffer) and replayed.
+        (default: the last token); `hidden`: their final-normed hidden rows are stored too
+        (readout_buffer). The caller advances ws.state after the pass. The list of dispatches
+        is built once per (working set, shape, tokens buffer, hidden) and replayed.
         """
-        logits, plan = self.dispatch_plan(ws, T, tokens, readout)
+        logits, plan = self.dispatch_plan(ws, T, tokens, readout, hidden)
         replay(cpass, plan)
         return logits, len(plan)
 
-    def dispatch_plan(self, ws: WorkingSet, T: int, tokens, readout: tuple = None) -> tuple:
+    def dispatch_plan(self, ws: WorkingSet, T: int, tokens, readout: tuple = None, hidden: bool = False) -> tuple:
         """(logits buffer, [(pipeline, bind group, workgroups, role), ...]) of one forward pass (cached).
 
         A decode pass over a long sequence (ws.length >= SPLIT_FROM when planned) splits its attention
-        (decode_splits): a plan of its own, made once the sequence gets there.
+        (decode_splits): a plan of its own, made once the sequence gets there. A plan that stores the
+        hidden rows (`hidden`) is cached apart from one that does not.
         """
         splits = self.decode_splits if T == 1 and ws.length >= SPLIT_FROM else 1
-        key = (T, readout, tokens, splits)
+        key = (T, readout, tokens, splits, hidden)
         hit = ws.plans.get(key)
         if hit is None:
             first, rows = readout if readout is not None else (T - 1, 1)
@@ -288,9 +290,20 @@ class GpuModel:
                 raise ValidationError(f"readout rows [{first}, {first + rows}) outside the pass's {T} tokens")
             s = self.scratch(T, rows)
             rec = Recorder(self.device, s.binds)  # what does not touch the working set is shared by all of them
-            forward(Kernels(self, rec, T, scope=(T, rows), splits=splits), self, ws, s, tokens, first, rows)
+            forward(Kernels(self, rec, T, scope=(T, rows), splits=splits), self, ws, s, tokens, first, rows, hidden)
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
+
+    def readout_buffer(self, name: str, logits):
+        """The buffer of readout input `name` of the passes whose logits land in `logits`: "logits" itself, or
+        "hidden", their final-normed hidden rows [rows, hidden_size] (written by plans made with hidden=True)."""
+        if name == "logits":
+            return logits
+        s = next((s for s in self._scratch.values() if s.logits is logits), None)
+        if name != "hidden" or s is None:
+            raise ValidationError(f"internal: no readout input {name!r} for this logits buffer (the forward pass "
+                                  "provides 'logits' and 'hidden')")
+        return s.hn
 
     @functools.cached_property
     def decode_splits(self) -> int:
@@ -304,11 +317,12 @@ class GpuModel:
         want = 4 * (os.cpu_count() or 2) if self.dev.is_cpu else 64
         return max(1, min(MAX_SPLITS, -(-want // wgs)))
 
-    def batch_plan(self, seqs: list, tokens, readout: list) -> tuple:
+    def batch_plan(self, seqs: list, tokens, readout: list, hidden: bool = False) -> tuple:
         """(logits buffer, dispatch plan) of a pass over several sequences (see model/forward.py forward_batch).
 
         `seqs` = [(working set, first token, tokens)] in pass order; `readout` = [(first row, rows)] per
-        sequence, rows relative to the pass. The caller caches the plan and advances each working set.
+        sequence, rows relative to the pass; `hidden`: store their final-normed rows too (readout_buffer).
+        The caller caches the plan (apart for each `hidden`) and advances each working set.
         """
         T = sum(n for _, _, n in seqs)
         rows = sum(r for _, r in readout)
@@ -317,7 +331,7 @@ class GpuModel:
         s = self.scratch(T, rows)  # a batched pass always takes the token-group (prefill) kernels
         rec = Recorder(self.device, s.binds)
         k = Kernels(self, rec, T, scope=(T, rows))
-        forward_batch(k, self, seqs, s, tokens, readout)
+        forward_batch(k, self, seqs, s, tokens, readout, hidden)
         for ws, _, n in seqs:
             k.advance(ws.state, tokens=n, binds=ws.binds)
         return s.logits, rec.plan

@@ -211,6 +211,10 @@ class ReferenceModel:
 
     def forward(self, token_ids: Sequence[int] | np.ndarray, cache: KVCache) -> np.ndarray:
         """Run tokens at positions cache.length.., append them to the cache; logits [n, vocab]."""
+        return self.hidden(token_ids, cache) @ self.lm_head.T
+
+    def hidden(self, token_ids: Sequence[int] | np.ndarray, cache: KVCache) -> np.ndarray:
+        """forward() up to the final norm: the final-normed hidden states [n, hidden] (what the lm_head reads)."""
         c = self.config
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
         if ids.size == 0:
@@ -247,8 +251,7 @@ class ReferenceModel:
             x = x + (m if layer.ffn_out_norm is None else rmsnorm(m, layer.ffn_out_norm, c.rms_norm_eps))
         cache.advance(n)
 
-        x = rmsnorm(x, self.norm, c.rms_norm_eps)
-        return x @ self.lm_head.T
+        return rmsnorm(x, self.norm, c.rms_norm_eps)
 
     def greedy(self, prompt_ids: Sequence[int], n: int, stop_ids: Iterable[int] = ()) -> list[int]:
         """Greedy-decode up to n tokens after the prompt (stopping after a stop id); the new ids."""

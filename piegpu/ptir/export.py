@@ -22,7 +22,9 @@ SAME = {"neg": "neg", "abs_": "abs", "recip": "recip", "exp": "exp", "log": "log
         "scatter_set": "scatter_set", "scatter_add": "scatter_add", "matmul": "matmul"}
 WHY = {"rng": "eta's counter RNG is not Pie's RNG contract (draws would differ)",
        "input": "PTIR programs have no positional inputs (values enter through channels and intrinsics)",
-       "div": "integer division by zero differs (eta: x, Pie: 0); only f32 division maps"}
+       "div": "integer division by zero differs (eta: x, Pie: 0); only f32 division maps",
+       "intrinsic": "a PTIR pass input is read whole, [rows, size]: only outputs(name) and output(0, name) of "
+                    "'logits' and 'hidden' map"}
 
 
 class _Out:

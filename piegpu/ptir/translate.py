@@ -308,7 +308,8 @@ def load(data: bytes, profile: Profile | None = None) -> Program:
     """Decode a PTIR container strictly, validate it as Pie does, and translate it into an eta program.
 
     Channels keep their PTIR index as the eta slot and are named "chan{index}"; the
-    logits intrinsic becomes piegpu's `intrinsics.outputs("logits")`. A container Pie
+    logits and hidden intrinsics become piegpu's `intrinsics.outputs("logits")` and
+    `intrinsics.outputs("hidden")` (f32 [rows, hidden_size], after the final norm). A container Pie
     rejects, or one that needs a pass input piegpu's forward pass does not provide,
     raises PtirRejected (a ValidationError) carrying Pie's verdict.
     """

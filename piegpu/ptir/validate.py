@@ -18,6 +18,9 @@ SINKS = {"attn_page_mask": "attention", "lora": "pass_wide", "minference_sparse"
 INTRINSIC_STAGES = {"logits": ("epilogue",), "mtp_logits": ("epilogue",), "hidden": ("epilogue",),
                     "value_head": ("epilogue",), "mtp_drafts": ("epilogue",), "attn_score": ("on_attn",),
                     "query": ("on_attn_proj", "on_attn"), "layer": ("on_attn_proj", "on_attn")}
+DECLARED = {"logits": "f32 [rows, vocab]", "mtp_logits": "f32 [rows, vocab]", "hidden": "f32 [rows, hidden_size]",
+            "value_head": "f32 [n]", "query": "f32 of rank >= 1", "layer": "a u32 scalar", "mtp_drafts": "i32 [n]",
+            "attn_score": "f32 [n]"}  # Pie's type rule of each intrinsic, for the fix of an IntrinsicTypeRule verdict
 
 
 @dataclass
@@ -37,8 +40,9 @@ PIE_KERNELS = {"envelope_dot": (None, True), "gpu_load": (None, False)}
 
 
 def piegpu_profile(vocab: int) -> Profile:
-    """The profile of piegpu's forward pass: the logits; no hidden state, MTP, value head, attention taps or kernels."""
-    return Profile(vocab, frozenset({"logits"}))
+    """The profile of piegpu's forward pass: the logits and final hidden state of the readout rows; no MTP, value
+    head, attention taps or kernels."""
+    return Profile(vocab, frozenset({"logits", "hidden"}))
 
 
 def _structure(c: Container) -> None:
@@ -95,7 +99,7 @@ def _intrinsics(c: Container, profile: Profile) -> None:
             if not ok[intr]:
                 raise PtirRejected(f"IntrinsicTypeRule {{ intr: {camel(intr)}, stage: {camel(stage)} }}",
                                    f"intrinsic {intr} declared {dt}{list(shape)} (vocab {profile.vocab})",
-                                   "declare logits as f32 [rows, vocab]")
+                                   f"declare {intr} as {DECLARED[intr]}")
 
 
 def _second_party(c: Container, profile: Profile) -> None:

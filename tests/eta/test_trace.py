@@ -102,8 +102,10 @@ def test_unknown_intrinsic_and_missing_context():
     with pytest.raises(TraceError, match="ForwardPass epilogue"):
         eta.trace(lambda: intrinsics.output(0, "logits"))
     ctx = eta.IntrinsicContext.for_logits(16)
-    with pytest.raises(ValidationError, match="unknown intrinsic 'hidden'"):
+    with pytest.raises(ValidationError, match="'hidden' is not in this trace's context"):
         eta.trace(lambda: intrinsics.output(0, "hidden"), context=ctx)
+    with pytest.raises(ValidationError, match="unknown intrinsic 'hiden'. Fix: use one of"):
+        eta.trace(lambda: intrinsics.output(0, "hiden"), context=ctx)
     with pytest.raises(ValidationError, match="row 1 out of range"):
         eta.trace(lambda: intrinsics.output(1), context=ctx)
     p = eta.trace(lambda: eta.reduce_argmax(intrinsics.output(0)), context=ctx)
