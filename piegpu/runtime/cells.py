@@ -8,6 +8,7 @@ import numpy as np
 
 from ..dtypes import DType, dtype as _dtypes
 from ..errors import ValidationError
+from . import waits
 
 
 @dataclass
@@ -20,11 +21,21 @@ class Cell:
     pass_id: int = -1
     mapping: object = None  # the map request of an interrupted read, still in flight
     done: bool = False  # its pass is known to have finished (take_many): it is mapped without waiting
+    submission: int | None = None  # its pass's submission index (runtime/waits.py), where wgpu-native gives one
 
 
-async def staged_words(cell: Cell) -> np.ndarray:
-    """The u32 words of a staged cell once its pass has finished (its buffer mapped, read and unmapped)."""
+async def staged_words(cell: Cell, device=None, nbytes: int = 0) -> np.ndarray:
+    """The u32 words of a staged cell once its pass has finished (its buffer mapped, read and unmapped).
+
+    With its pass's submission index (and the device, `nbytes` to read) the wait is for that
+    submission and the read is native (runtime/waits.py); else through wgpu-py's map request.
+    """
     buf = cell.staging
+    if cell.submission is not None and device is not None and cell.mapping is None:
+        if not cell.done:
+            await waits.wait_submission(device, cell.submission)
+            cell.done = True
+        return waits.read_done(device, buf, nbytes)
     if cell.done:  # its pass has finished (wait_newest waited for a later one)
         if str(buf.map_state) != "mapped":
             buf.map_sync("READ_NOSYNC")
@@ -40,7 +51,7 @@ async def staged_words(cell: Cell) -> np.ndarray:
     return words
 
 
-async def wait_newest(cells: list) -> None:
+async def wait_newest(cells: list, device=None) -> None:
     """Wait once, for the newest pass among these queued cells' staged ones; mark them all done.
 
     Passes finish in submission order, so the older cells are then mapped without waiting.
@@ -50,6 +61,11 @@ async def wait_newest(cells: list) -> None:
     if len(staged) < 2:
         return
     last = staged[-1]
+    if last.submission is not None and device is not None:
+        await waits.wait_submission(device, last.submission)
+        for c in staged:
+            c.done = True
+        return
     last.mapping = last.staging.map_async("READ_NOSYNC")
     try:
         await last.mapping  # a cancellation leaves the request on the cell (a later read waits for it)

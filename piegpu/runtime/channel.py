@@ -169,7 +169,7 @@ class Channel:
         """
         if self._poison is not None:
             raise self.poisoned_error() from self._poison
-        await wait_newest([self._cells.get(self._head + i) for i in range(min(n, self.count))])
+        await wait_newest([self._cells.get(self._head + i) for i in range(min(n, self.count))], self._device)
         return [await self._host_take(consume=True) for _ in range(n)]
 
     async def take_scalar(self):
@@ -268,7 +268,7 @@ class Channel:
     async def _read_staged(self, cell: Cell) -> np.ndarray:
         buf = cell.staging
         try:
-            words = await staged_words(cell)
+            words = await staged_words(cell, self._device, self.cell_words * 4)
         except Exception as e:  # the pass that fills it failed or the device was lost
             self.poison(e)
             cell.staging = None  # its map state is unknown: never reuse it
@@ -384,9 +384,13 @@ class Channel:
             self._head += 1
         return staged
 
-    def submitted(self, pass_id: int) -> None:
-        """Note that pass `pass_id`, which uses this channel, is now on the device."""
+    def submitted(self, pass_id: int, index: int | None = None) -> None:
+        """Note that pass `pass_id`, which uses this channel, is now on the device (as submission `index`)."""
         self._last_pass = pass_id
+        if index is not None:
+            for c in self._cells.values():
+                if c.pass_id == pass_id and c.kind == "staged":
+                    c.submission = index
 
     def holds_output_of(self, pass_id: int) -> bool:
         """True while a cell put by pass `pass_id` is still queued."""

@@ -21,6 +21,7 @@ from ..eta.tracer import trace
 from .cells import reusable
 from .compiled import compile_program
 from .device import MODEL_CLOSED, device_lock, lost_device_error
+from . import waits
 from .dispatch import replay
 from .forward import ForwardPass, readout_rows_of, sequences_of
 from .interrupts import deferred_interrupts
@@ -80,7 +81,7 @@ class Pipeline:
         seqs = fwd.sequences()
         readout = fwd.readout_of(seqs)
         rows = sum(r for _, r in readout)
-        ctx = _intrinsics.IntrinsicContext.for_logits(self.gpu.config.vocab_size, rows)
+        ctx = _intrinsics.IntrinsicContext.for_pass(self.gpu.config.vocab_size, self.gpu.config.hidden_size, rows)
         fn = fwd.epilogue_fn or (lambda: None)
         prog = trace(fn, context=ctx, prelude=lambda: fwd.tokens.take())
         channels = list(prog.channel_objects)  # slot -> Channel, in trace order
@@ -123,8 +124,8 @@ class Pipeline:
             for i, b in enumerate(pp.compiled.bindings):
                 if b["kind"] == "arena":
                     buf = self._arena(pp)
-                elif b["kind"] == "intrinsic":
-                    buf = logits
+                elif b["kind"] == "intrinsic":  # the logits, or the pass's other readout input ("hidden")
+                    buf = self.gpu.readout_buffer(b["info"]["name"], logits)
                 else:
                     buf = pp.channels[b["info"]["slot"]].ensure(self.device)
                 entries.append({"binding": i, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
@@ -151,6 +152,11 @@ class Pipeline:
         return self.device.create_buffer(size=16, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST,
                                          label="fence")
 
+    def _reuse_fence(self, rec: SubmittedPass) -> None:
+        """Pool the fence buffer of a finished pass (passes waited for by submission index have none)."""
+        if rec.fence is not None:
+            self._fences.append(rec.fence)
+
     def _record(self, pp: PreparedPass) -> tuple:
         """The pass's device work (forward, epilogue, KV advance) as (command buffer, dispatches).
 
@@ -163,7 +169,7 @@ class Pipeline:
             tokens = pp.tokens.ensure(self.device)
             if len(pp.wss) == 1:
                 ws = pp.wss[0]()
-                logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout[0])
+                logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout[0], pp.hidden)
                 n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
                 keep = pp.keep
                 n += self.gpu.encode_advance(cpass, ws, pp.T, keep.buffer if keep is not None else None)
@@ -172,7 +178,7 @@ class Pipeline:
                 hit = pp.plans.get(key)
                 if hit is None:
                     seqs = [(ref(), first, count) for ref, (first, count) in zip(pp.wss, pp.seqs)]
-                    hit = pp.plans[key] = self.gpu.batch_plan(seqs, tokens, pp.readout)
+                    hit = pp.plans[key] = self.gpu.batch_plan(seqs, tokens, pp.readout, pp.hidden)
                 logits, plan = hit
                 replay(cpass, plan)
                 n = len(plan) + pp.compiled.encode(cpass, self._bind_group(pp, logits))
@@ -222,11 +228,13 @@ class Pipeline:
         # Host mirror: consume taken cells, then register the cells this pass puts.
         for slot, (takes, puts) in pp.counts.items():
             self.stats.staged_bytes += pp.channels[slot].commit(pid, takes, puts, enc)
-        fence = self._fence()
-        buf, off, _ = wss[0].state
-        enc.copy_buffer_to_buffer(buf, off, fence, 0, 16)  # any small copy after the pass will do
+        fence = None
+        if not waits.native():  # else the pass is waited for by its submission index
+            fence = self._fence()
+            buf, off, _ = wss[0].state
+            enc.copy_buffer_to_buffer(buf, off, fence, 0, 16)  # any small copy after the pass will do
         try:
-            self.device.queue.submit([work, enc.finish()])
+            index = waits.submit(self.device, [work, enc.finish()])
         except Exception as e:
             err = lost_device_error(e, "submitting a pass")
             for ch in pp.channels:
@@ -238,12 +246,12 @@ class Pipeline:
             ws.length += count
             ws.last_pass = pid  # a later rewind must not undo what this pass built on
         for ch in pp.channels:
-            ch.submitted(pid)
+            ch.submitted(pid, index)
         pp.submits += 1
         self.stats.passes += 1
         self.stats.submits += 1
         self.stats.dispatches += n
-        return SubmittedPass(pid, snap, fence)
+        return SubmittedPass(pid, snap, fence, index)
 
     def _refresh_sequences(self, pp: PreparedPass) -> None:
         """Take up new indptr offsets the host put since the last pass (same sequences and token count)."""
@@ -261,29 +269,20 @@ class Pipeline:
     async def _wait(self, rec: SubmittedPass) -> None:
         """Until the pass of `rec` has finished on the device."""
         self.stats.waits += 1
-        if rec.mapping is None:
-            rec.mapping = rec.fence.map_async("READ_NOSYNC")
         try:
-            await rec.mapping  # if cancelled, the request stays on the record for _settle
+            await rec.wait(self.device)  # if cancelled, a fence's map request stays on the record for _settle
         except Exception as e:
             raise lost_device_error(e, "waiting for a pass") or e
-        rec.fence.unmap()
-        rec.mapping = None
-        self._fences.append(rec.fence)
+        self._reuse_fence(rec)
 
     def _wait_sync(self, rec: SubmittedPass) -> None:
         """_wait without an event loop (settling after an interrupted run_ahead)."""
         self.stats.waits += 1
         try:
-            if rec.mapping is None:
-                rec.fence.map_sync("READ_NOSYNC")
-            else:
-                rec.mapping.sync_wait()
+            rec.wait_sync(self.device)
         except Exception as e:
             raise lost_device_error(e, "waiting for a pass") or e
-        rec.fence.unmap()
-        rec.mapping = None
-        self._fences.append(rec.fence)
+        self._reuse_fence(rec)
 
     # ---- public API ----------------------------------------------------------------------------
     async def submit(self, fwd: ForwardPass) -> None:
@@ -349,12 +348,12 @@ class Pipeline:
                 except BaseException:
                     calls += 1
                     if not self._unseen(pp, inflight[0]):
-                        self._fences.append(inflight.popleft().fence)
+                        self._reuse_fence(inflight.popleft())
                     raise
                 # on_token ran for the oldest pass in flight: that pass is accepted, and
                 # whatever of its output the host did not take stays queued.
                 calls += 1
-                self._fences.append(inflight.popleft().fence)
+                self._reuse_fence(inflight.popleft())
                 if keep is False:
                     break
         except GeneratorExit:  # the coroutine is being closed without its loop: no await is possible
@@ -425,7 +424,7 @@ class Pipeline:
     def _undo_passes(self, pp: PreparedPass, discarded: deque) -> None:
         for rec in list(discarded)[:-1]:
             if rec.mapping is None:
-                self._fences.append(rec.fence)
+                self._reuse_fence(rec)
         snap = discarded[0].snapshot
         ids = {rec.pass_id for rec in discarded}
         for key, value in snap.items():

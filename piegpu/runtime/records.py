@@ -3,10 +3,12 @@ run_ahead calls still to rewind, its counters, and what it needs of a model on t
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from . import waits
 from .channel import Channel
 
 
@@ -46,13 +48,42 @@ class PreparedPass:
     recorded: tuple | None = None  # (command buffer, dispatches) of the next pass, recorded ahead
     submits: int = 0
 
+    @functools.cached_property
+    def hidden(self) -> bool:
+        """Whether the epilogue reads the readout rows' final hidden state (then the forward pass stores them)."""
+        return any(b["kind"] == "intrinsic" and b["info"]["name"] == "hidden" for b in self.compiled.bindings)
+
 
 @dataclass
 class SubmittedPass:
     pass_id: int
     snapshot: dict  # Channel -> snapshot, plus "ws" -> [(working set, length), ...]
-    fence: object
+    fence: object  # a mappable buffer copied after the pass (None where it is waited for by its index)
+    index: int | None = None  # its submission index (runtime/waits.py), where wgpu-native gives one
     mapping: object = None  # the fence's map request while a wait is in progress
+
+    async def wait(self, device) -> None:
+        """Until the pass has finished: by its submission index, else by mapping its fence."""
+        if self.index is not None:
+            await waits.wait_submission(device, self.index)
+            return
+        if self.mapping is None:
+            self.mapping = self.fence.map_async("READ_NOSYNC")
+        await self.mapping  # if cancelled, the request stays on the record
+        self.fence.unmap()
+        self.mapping = None
+
+    def wait_sync(self, device) -> None:
+        """wait() without an event loop."""
+        if self.index is not None:
+            waits.wait_submission_sync(device, self.index)
+            return
+        if self.mapping is None:
+            self.fence.map_sync("READ_NOSYNC")
+        else:
+            self.mapping.sync_wait()
+        self.fence.unmap()
+        self.mapping = None
 
 
 @dataclass(eq=False)
@@ -79,10 +110,14 @@ class DeviceModel(Protocol):
 
     dev: object  # runtime.device.Device
     device: object  # its wgpu device
-    config: object  # .vocab_size
+    config: object  # .vocab_size, .hidden_size
 
-    def encode(self, cpass, ws, T: int, tokens, readout: tuple) -> tuple:
-        """Record the forward pass of T tokens (ids in channel buffer `tokens`); (logits buffer, dispatches)."""
+    def encode(self, cpass, ws, T: int, tokens, readout: tuple, hidden: bool = False) -> tuple:
+        """Record the forward pass of T tokens (ids in channel buffer `tokens`); (logits buffer, dispatches).
+        `hidden`: also store the readout rows' final-normed hidden states (readout_buffer("hidden", logits))."""
+
+    def readout_buffer(self, name: str, logits):
+        """The buffer an epilogue binds for intrinsic `name` of the passes whose logits land in `logits`."""
 
     def encode_advance(self, cpass, ws, T: int, keep=None) -> int:
         """Record the KV length advance after a pass; returns the dispatch count."""

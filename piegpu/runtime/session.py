@@ -15,6 +15,7 @@ import threading
 
 from ..dtypes import dtype
 from .channel import Channel
+from . import waits
 from .forward import ForwardPass, StateGeometry
 
 PREFILL_CHUNKS = (256, 128, 64, 32, 16, 8, 4, 2, 1)  # few distinct pass shapes, each compiled once
@@ -186,7 +187,8 @@ class PrivateLoop:
     results and exceptions reach the caller; an exception raised in the caller while it
     waits (KeyboardInterrupt) cancels the coroutine, waits for its cleanup (the rewind of
     passes in flight), then propagates; a KeyboardInterrupt raised inside the loop (a
-    callback) does the same.
+    callback) does the same. Nothing else runs on this loop, so its tasks wait for the device
+    by blocking the thread (runtime/waits.py) whenever no other of its tasks is ready.
     """
 
     def __init__(self):
@@ -212,7 +214,7 @@ class PrivateLoop:
     def run(self, coro):
         """Run `coro` on this loop to completion; its result (or exception) in the calling thread."""
         if self.thread is None:
-            task = self.loop.create_task(coro)
+            task = self.loop.create_task(coro, context=waits.blocking_context())
             try:
                 return self.loop.run_until_complete(task)
             except BaseException:
@@ -228,7 +230,7 @@ class PrivateLoop:
         done = threading.Event()
 
         def start():
-            self._task = self.loop.create_task(coro)
+            self._task = self.loop.create_task(coro, context=waits.blocking_context())
             self._task.add_done_callback(lambda _: done.set())
         self.loop.call_soon_threadsafe(start)
         try:

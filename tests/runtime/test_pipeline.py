@@ -10,6 +10,7 @@ import pytest
 
 from piegpu import (Channel, ChannelError, ForwardPass, StateGeometry, ValidationError, channel_capacity, dtype,
                     eta)
+from piegpu.runtime import waits
 from piegpu.eta import intrinsics, reduce_argmax, reshape
 from tests.helpers import tiny_config, tiny_model
 
@@ -119,10 +120,22 @@ def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tin
         events.append(("read_buffer", 0))
         return orig_read(self, *a, **k)
 
+    orig_native_submit, orig_wait = waits.submit, waits.wait_submission
+
+    def native_submit(device, bufs):  # submitted for their submission index (runtime/waits.py)
+        events.append(("submit", len(bufs)))
+        return orig_native_submit(device, bufs)
+
+    async def wait_submission(device, index):
+        events.append(("wait", index))
+        return await orig_wait(device, index)
+
     monkeypatch.setattr(enc_cls, "copy_buffer_to_buffer", copy)
     monkeypatch.setattr(queue_cls, "submit", submit)
     monkeypatch.setattr(buf_cls, "map_async", map_async)
     monkeypatch.setattr(queue_cls, "read_buffer", read_buffer)
+    monkeypatch.setattr(waits, "submit", native_submit)
+    monkeypatch.setattr(waits, "wait_submission", wait_submission)
     before, ahead = pipe.stats.passes, pipe.stats.recorded_ahead
 
     async def on_token():
@@ -249,9 +262,10 @@ def test_failed_submit_poisons_the_pass_channels(tiny, monkeypatch):
     pipe.prepare(fwd)
     queue_cls = type(model.gpu.device.queue)
 
-    def boom(self, bufs):
+    def boom(*_):
         raise RuntimeError("simulated device loss")
     monkeypatch.setattr(queue_cls, "submit", boom)
+    monkeypatch.setattr(waits, "submit", boom)  # passes are submitted for their index (runtime/waits.py)
     with pytest.raises(RuntimeError, match="simulated device loss"):
         run(pipe.submit(fwd))
     with pytest.raises(ChannelError, match="simulated device loss"):
