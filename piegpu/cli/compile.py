@@ -75,7 +75,7 @@ def _trace_python(path: str, name: str, args):
     from .. import eta
     fn = _load_function(path, name)
     specs = [_parse_spec(s) for s in args.input] if args.input else list(getattr(fn, "eta_specs", ()))
-    ctx = eta.IntrinsicContext.for_logits(args.vocab, args.readout)
+    ctx = eta.IntrinsicContext.for_pass(args.vocab, args.hidden, args.readout)
     n_params = len(inspect.signature(fn).parameters)
     if len(specs) != n_params:
         raise PieGpuError(f"compile: {fn.__name__} takes {n_params} inputs; give their specs with --input, e.g. "
@@ -150,6 +150,8 @@ def add_parser(sub) -> None:
     c.add_argument("--input", action="append", help="an input spec such as 'f32[49152]' (repeat per input; Python only)")
     c.add_argument("--vocab", type=int, default=49152, help="vocab size for intrinsics.output in Python epilogues")
     c.add_argument("--readout", type=int, default=1, help="readout rows for intrinsics.output (Python)")
+    c.add_argument("--hidden", type=int, default=576,
+                   help="hidden size for intrinsics.output(i, 'hidden') in Python epilogues (default: the default model's)")
     c.add_argument("--save-container", metavar="OUT.eta", default=None,
                    help="also write the program's container bytes (any language's, e.g. a JS export) to OUT.eta")
     c.set_defaults(func=_cmd_compile)

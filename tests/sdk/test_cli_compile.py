@@ -82,3 +82,15 @@ def test_generate_with_a_rust_sampler_program(default_model, capsys, tmp_path, m
     assert rc == 0, out.err
     want = default_model.generate("Once upon a time", max_tokens=6, seed=7, sampler=eta_file.read_bytes()).run()
     assert out.out.strip() == want.strip() and f"sampler: program {TOP_A_HASH[:12]}" in out.err
+
+
+def test_python_epilogue_reading_the_hidden_state_compiles_at_the_given_hidden_size(capsys, tmp_path):
+    src = tmp_path / "hid.py"
+    src.write_text("from piegpu import eta\nfrom piegpu.eta import intrinsics\n\n"
+                   "def norm2():\n    h = intrinsics.output(0, 'hidden')\n    return eta.reduce_sum(h * h)\n")
+    rc, out, err = _compile(capsys, f"{src}:norm2", "--target", "wgsl", "--hidden", "64")
+    assert rc == 0, err
+    assert "in_hidden" in out
+    rc, wider, err = _compile(capsys, f"{src}:norm2", "--target", "wgsl", "--hidden", "128")
+    assert rc == 0, err
+    assert wider != out  # the hidden size is the traced input's shape
