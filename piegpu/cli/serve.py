@@ -32,6 +32,18 @@ def _positive_megabytes(text: str) -> float:
     return v
 
 
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0."""
+    import argparse
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return v
+
+
 def _cmd_serve_ray(args) -> int:
     """`piegpu serve --ray`: the same routes from N Ray Serve replicas (piegpu.server.ray)."""
     import os
@@ -54,7 +66,8 @@ def _cmd_serve_ray(args) -> int:
     app = on_ray.build(model, replicas, model_id=args.model_id, affinity=not args.no_affinity,
                        num_cpus=args.replica_cpus, num_gpus=args.replica_gpus, autoscaling=autoscaling, env=env,
                        max_batch=args.max_batch, max_queue=args.max_queue, ctx=args.ctx, kv_mb=args.kv_mb,
-                       cache_mb=args.cache_mb, window=args.window, api_key=args.api_key, max_body=args.max_body)
+                       cache_mb=args.cache_mb, window=args.window, api_key=args.api_key, max_body=args.max_body,
+                       **({"health_check_period_s": args.health_check_s} if args.health_check_s else {}))
     return on_ray.run(app, args.address, args.host, args.port, replicas, args.replica_cpus, args.replica_gpus,
                       lambda msg: print(msg, file=sys.stderr, flush=True))
 
@@ -63,7 +76,8 @@ def _cmd_serve(args) -> int:
     if args.ray:
         return _cmd_serve_ray(args)
     given = [flag for flag, v in (("--replicas", args.replicas), ("--address", args.address),
-                                  ("--max-replicas", args.max_replicas), ("--no-affinity", args.no_affinity)) if v]
+                                  ("--max-replicas", args.max_replicas), ("--no-affinity", args.no_affinity),
+                                  ("--health-check-s", args.health_check_s)) if v]
     if given:
         args.parser.error(f"{' and '.join(given)} only work with --ray. Fix: add --ray (pip install "
                           "'piegpu[ray]') or drop them")
@@ -110,4 +124,7 @@ def add_parser(sub) -> None:
     r.add_argument("--replica-gpus", type=float, default=0.0, help="GPUs Ray reserves per replica (0; 1 on GPUs)")
     r.add_argument("--no-affinity", action="store_true",
                    help="route by load only (Ray's power of two choices), not by shared prompt prefixes")
+    r.add_argument("--health-check-s", type=_positive_seconds, default=None, metavar="S",
+                   help="seconds between Ray Serve's health checks of a replica (5); a replica whose device is "
+                        "lost is replaced after 3 failed checks")
     s.set_defaults(func=_cmd_serve, parser=s)

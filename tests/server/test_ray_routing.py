@@ -3,7 +3,7 @@
 The router is Ray Serve's own RequestRouter subclass, constructed as Ray constructs it; only the queue
 lengths (what Ray's probes would return) are given, so the rule itself is what is tested: the replica
 with the longest remembered prefix first, unless it carries more than `imbalance` requests beyond the
-least-loaded replica.
+least-loaded replica -- and both routers' leaving out the replicas a request avoids (their device was lost).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ray.serve._private.common import DeploymentHandleSource, DeploymentID, Repl
 from ray.serve.request_router import PendingRequest  # noqa: E402
 
 from piegpu.server.ray.routed import Routed, pin_seed, routed_request, routing_key  # noqa: E402
-from piegpu.server.ray.router import PrefixAffinityRouter, shared_chars  # noqa: E402
+from piegpu.server.ray.router import AvoidingPowerOfTwoRouter, PrefixAffinityRouter, shared_chars  # noqa: E402
 
 DEP = DeploymentID(name="PiegpuReplica", app_name="piegpu")
 
@@ -41,16 +41,16 @@ class Router(PrefixAffinityRouter):
         return {r.replica_id: self.queue[r.replica_id.unique_id] for r in replicas}
 
 
-def pending(key: str) -> PendingRequest:
-    """A pending request carrying a Routed with this routing key."""
+def pending(key: str, avoid: tuple = ()) -> PendingRequest:
+    """A pending request carrying a Routed with this routing key (and replicas to avoid)."""
     from ray.serve._private.common import RequestMetadata
-    return PendingRequest(args=[Routed("POST", "/v1/chat/completions", key=key)], kwargs={},
+    return PendingRequest(args=[Routed("POST", "/v1/chat/completions", key=key, avoid=avoid)], kwargs={},
                           metadata=RequestMetadata(request_id="r", internal_request_id="r"))
 
 
-def decide(router, replicas, key: str) -> str:
+def decide(router, replicas, key: str, avoid: tuple = ()) -> str:
     """The replica ranked first for a request with this key."""
-    ranks = asyncio.get_event_loop().run_until_complete(router.choose_replicas(replicas, pending(key)))
+    ranks = asyncio.get_event_loop().run_until_complete(router.choose_replicas(replicas, pending(key, avoid)))
     return ranks[0][0].replica_id.unique_id
 
 
@@ -102,6 +102,49 @@ def test_a_dead_replicas_prefixes_are_forgotten(setup):
     router.on_request_routed(pending(key), b.replica_id, None)
     router.on_replica_actor_died(b.replica_id)
     assert router.best_match(key, [a, b]) == (None, 0)
+
+
+def test_a_replica_whose_device_was_lost_is_avoided_while_another_is_left(setup):
+    router, (a, b) = setup
+    key = "\x1esystem\x1fYou are an expert on tides and answer in one line.\x1euser\x1fWhy twice a day?"
+    router.on_request_routed(pending(key), b.replica_id, None)
+    assert decide(router, [a, b], key) == "b"  # affinity ...
+    assert decide(router, [a, b], key, avoid=("b",)) == "a"  # ... unless b's device was lost
+    assert decide(router, [a, b], key, avoid=("a", "b")) == "b"  # none left to avoid them with: as before
+
+
+def test_rays_default_router_leaves_out_avoided_replicas(setup, monkeypatch):
+    _, (a, b) = setup
+    from ray.serve._private.request_router import PowerOfTwoChoicesRequestRouter
+
+    async def make():
+        return AvoidingPowerOfTwoRouter(deployment_id=DEP, handle_source=DeploymentHandleSource.UNKNOWN)
+    router = asyncio.get_event_loop().run_until_complete(make())
+
+    def ranks(picked: list, avoid: tuple) -> list:
+        async def two_choices(self, candidates, pending_request=None):  # what Ray's two random choices gave
+            return [picked]
+        monkeypatch.setattr(PowerOfTwoChoicesRequestRouter, "choose_replicas", two_choices)
+        out = asyncio.get_event_loop().run_until_complete(router.choose_replicas([a, b], pending("k", avoid)))
+        return [[r.replica_id.unique_id for r in rank] for rank in out]
+    assert ranks([a, b], ()) == [["a", "b"]]
+    assert ranks([a, b], ("b",)) == [["a"]]
+    assert ranks([b], ("b",)) == [["a"]]  # Ray drew only the avoided one: the others instead
+    assert ranks([b], ("a", "b")) == [["b"]]  # every replica avoided: Ray's choice stands
+
+
+def test_device_lost_names_its_replica_through_rays_error_wrapping():
+    import pickle
+
+    from ray.exceptions import RayTaskError
+
+    from piegpu.server.ray.ingress import _lost_replica, _replica_died
+    from piegpu.server.ray.replica import DeviceLost
+    e = pickle.loads(pickle.dumps(DeviceLost("piegpu replica r1 cannot serve this request", "r1")))
+    assert e.replica == "r1" and str(e) == "piegpu replica r1 cannot serve this request"
+    wrapped = RayTaskError("http", "traceback", e).as_instanceof_cause()  # as the ingress receives it
+    assert isinstance(wrapped, DeviceLost) and _replica_died(wrapped) and _lost_replica(wrapped) == "r1"
+    assert not _replica_died(ValueError("a bad request")) and _lost_replica(ValueError("x")) == ""
 
 
 def test_shared_chars():

@@ -60,11 +60,20 @@ def build(model: str | None = None, replicas: int = 2, *, model_id: str | None =
           imbalance: int | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0,
           autoscaling: dict | None = None, env: dict | None = None, max_batch: int = 16, max_queue: int = 64,
           ctx: int | None = None, kv_mb: float | None = None, cache_mb: float = 512.0, window: int | None = None,
-          api_key: str | None = None, max_body: int = 4 << 20, health_check_period_s: float = 5.0) -> "Application":
-    """The Ray Serve application: the ingress bound to `replicas` PiegpuReplicas (or an autoscaling config)."""
+          api_key: str | None = None, max_body: int = 4 << 20, health_check_period_s: float = 5.0,
+          health_check_timeout_s: float = 60.0) -> "Application":
+    """The Ray Serve application: the ingress bound to `replicas` PiegpuReplicas (or an autoscaling config).
+
+    Ray Serve checks each replica's health every `health_check_period_s` seconds (a check not answered in
+    `health_check_timeout_s` fails) and replaces a replica after 3 failed checks in a row: a replica whose
+    device is lost is replaced about 3 periods after a request first meets the loss."""
     require_ray()
     if replicas < 1 and autoscaling is None:
         raise RayError(f"replicas must be >= 1, got {replicas}. Fix: --replicas 1 or more")
+    for name, v in (("health_check_period_s", health_check_period_s),
+                    ("health_check_timeout_s", health_check_timeout_s)):
+        if not v > 0:
+            raise RayError(f"{name} must be > 0 seconds, got {v}. Fix: a positive number of seconds")
     from ray import serve
 
     from .ingress import Ingress
@@ -73,7 +82,8 @@ def build(model: str | None = None, replicas: int = 2, *, model_id: str | None =
     scale = {"autoscaling_config": autoscaling} if autoscaling is not None else {"num_replicas": replicas}
     deployment = serve.deployment(
         PiegpuReplica, name="PiegpuReplica", ray_actor_options={"num_cpus": num_cpus, "num_gpus": num_gpus},
-        max_ongoing_requests=max_queue, health_check_period_s=health_check_period_s, health_check_timeout_s=60.0,
+        max_ongoing_requests=max_queue, health_check_period_s=health_check_period_s,
+        health_check_timeout_s=health_check_timeout_s,
         request_router_config=router_config(affinity, IMBALANCE if imbalance is None else imbalance), **scale)
     replica = deployment.bind(model, model_id, max_batch=max_batch, max_queue=max_queue, ctx=ctx, kv_mb=kv_mb,
                               cache_mb=cache_mb, window=window, api_key=api_key, max_body=max_body, env=env)

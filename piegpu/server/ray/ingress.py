@@ -11,6 +11,11 @@ When a replica dies under a request:
 - a stream that already sent chunks ends with an OpenAI error event (the official client raises
   APIError); the tokens it sent are not taken back.
 
+A replica whose device was lost is alive but cannot serve: it answers DeviceLost (replica.py) before
+sending anything, and the request is retried the same way. The ingress then steers every request away
+from that replica (Routed.avoid, honoured by both routers in router.py) while another one is left, until
+Ray Serve's health check has replaced it.
+
 Ray Serve's controller starts a new replica in the dead one's place. Responses carry
 `x-piegpu-replica` (which replica answered) and `x-piegpu-attempts` (1 unless it was retried).
 """
@@ -19,6 +24,7 @@ Ray Serve's controller starts a new replica in the dead one's place. Responses c
 # the real Request class in their signatures
 import asyncio
 import json
+import time
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -26,10 +32,12 @@ from ray import serve
 from ray.exceptions import RayActorError
 
 from ..protocol import error_body
+from .replica import DeviceLost
 from .routed import routed_request
 
 ATTEMPTS = 3  # tries per request: the first and up to two retries on other replicas
 RETRY_WAIT_S = 0.5  # before a retry: the router learns of the death (a probe fails) in the meantime
+AVOID_S = 600.0  # how long requests avoid a replica whose device was lost (Ray replaces it well before)
 
 # no docs or schema routes of its own: /docs and /openapi.json are the replicas' (build_app's), forwarded
 app = FastAPI(title="piegpu on Ray Serve", docs_url=None, redoc_url=None, openapi_url=None)
@@ -41,8 +49,15 @@ def _sse_error(message: str) -> bytes:
 
 
 def _replica_died(e: BaseException) -> bool:
-    """Whether `e` says the replica's process is gone (the request can run elsewhere), not the request failed."""
-    return isinstance(e, RayActorError)
+    """Whether `e` says the replica cannot run the request (its process is gone, or its device is lost) and
+    sent nothing of it, so it can run elsewhere -- not that the request itself failed."""
+    return isinstance(e, (RayActorError, DeviceLost))
+
+
+def _lost_replica(e: BaseException) -> str:
+    """The id of the replica whose device was lost, if `e` says so ("" otherwise)."""
+    # Ray raises a replica's exception as a RayTaskError that is also an instance of the original class
+    return str(getattr(e, "replica", "") or "") if isinstance(e, DeviceLost) else ""
 
 
 @serve.deployment(name="PiegpuIngress", num_replicas=1, ray_actor_options={"num_cpus": 0},
@@ -54,7 +69,15 @@ class Ingress:
     def __init__(self, replicas, attempts: int = ATTEMPTS):
         self.replicas = replicas  # a DeploymentHandle to PiegpuReplica
         self.attempts = attempts
-        self.stats = {"requests": 0, "retried": 0, "streams_broken": 0, "failed": 0}
+        self.stats = {"requests": 0, "retried": 0, "streams_broken": 0, "failed": 0, "device_lost": 0}
+        self.lost: dict = {}  # replica id -> when it said its device was lost (time.monotonic())
+
+    def _avoid(self) -> tuple:
+        """The replicas that said their device was lost in the last AVOID_S seconds."""
+        now = time.monotonic()
+        for rid in [rid for rid, t in self.lost.items() if now - t > AVOID_S]:
+            del self.lost[rid]
+        return tuple(self.lost)
 
     async def _start(self, req):
         """Send req to a replica; returns (generator, head, first body chunk or None)."""
@@ -69,8 +92,9 @@ class Ingress:
 
     @app.get("/ray/stats")
     async def ray_stats(self) -> dict:
-        """The ingress's counters: requests, retries, streams ended by a replica's failure."""
-        return dict(self.stats)
+        """The ingress's counters: requests, retries, streams ended by a replica's failure, lost devices met;
+        and the replicas requests avoid now (`avoiding`: their device was lost)."""
+        return {**self.stats, "avoiding": list(self._avoid())}
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     async def forward(self, path: str, request: Request):
@@ -81,6 +105,7 @@ class Ingress:
         self.stats["requests"] += 1
         last = None
         for attempt in range(1, self.attempts + 1):
+            req.avoid = self._avoid()
             try:
                 gen, head, first = await self._start(req)
                 if req.stream and head["status"] == 200:
@@ -93,6 +118,10 @@ class Ingress:
                 if not _replica_died(e):
                     raise
                 last = e
+                lost = _lost_replica(e)
+                if lost:
+                    self.stats["device_lost"] += 1
+                    self.lost[lost] = time.monotonic()
                 if attempt < self.attempts:
                     self.stats["retried"] += 1
                     await asyncio.sleep(RETRY_WAIT_S)

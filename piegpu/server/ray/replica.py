@@ -5,7 +5,9 @@ build_app's ASGI app in this process and yields the response as it is produced: 
 ({"status", "headers", "replica"}), then body chunks (an event stream chunk by chunk). Ray Serve's
 health check calls `check_health` every few seconds: an engine thread that died (a lost device
 ends it: the next pass raises DeviceError) makes the replica unhealthy, and the controller replaces
-it with a fresh process.
+it with a fresh process (after 3 failed checks in a row: Ray's threshold). Until then `http` raises
+DeviceLost for every request whose response has not left the replica -- the one whose pass met the
+lost device too -- so the ingress runs it on another replica instead of answering it with an error.
 """
 
 from __future__ import annotations
@@ -13,12 +15,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from typing import AsyncIterator
 
 from .routed import Routed
 
 
 class DeviceLost(RuntimeError):
-    """This replica's engine cannot run any more (its message says why); Ray Serve replaces the replica."""
+    """This replica's engine cannot run any more (its message says why); Ray Serve replaces the replica.
+
+    `replica` is the replica's id (x-piegpu-replica): the ingress steers requests away from it meanwhile."""
+
+    def __init__(self, message: str, replica: str = ""):
+        super().__init__(message)
+        self.replica = replica
 
 
 class AsgiCall:
@@ -102,14 +111,30 @@ class PiegpuReplica:
         self.engine.start()
         self.name = _replica_name()
 
-    async def http(self, req: Routed):
-        """Answer one request through the OpenAI app: a head dict, then the body in chunks."""
-        first = True
+    async def http(self, req: Routed) -> AsyncIterator[dict | bytes]:
+        """Answer one request through the OpenAI app: a head dict, then the body in chunks (DeviceLost instead,
+        before any of it, when the engine cannot run the request: the ingress sends it to another replica)."""
+        self._raise_if_lost("it was not run")
+        head = None  # held back until the first body chunk: a response that met a lost device is not sent
         async for item in AsgiCall(self.app, req).messages():
-            if first:
-                item["replica"] = self.name
-                first = False
+            if isinstance(item, dict):
+                head = {**item, "replica": self.name}
+                continue
+            if head is not None:
+                self._raise_if_lost("its response was not sent")
+                yield head
+                head = None
             yield item
+        if head is not None:  # a response without a body
+            self._raise_if_lost("its response was not sent")
+            yield head
+
+    def _raise_if_lost(self, what: str) -> None:
+        """DeviceLost (naming this replica) if the engine cannot run requests any more."""
+        problem = self.health_problem()
+        if problem is not None:
+            raise DeviceLost(f"piegpu replica {self.name} cannot serve this request ({what}): {problem}",
+                             self.name)
 
     def health_problem(self) -> str | None:
         """Why this replica cannot serve (a dead engine thread, a lost device), or None when it can."""
@@ -127,7 +152,7 @@ class PiegpuReplica:
         problem = self.health_problem()
         if problem is not None:
             raise DeviceLost(f"piegpu replica {self.name} is unhealthy: {problem}. Ray Serve replaces it with a "
-                             "fresh process (a lost device cannot be reused in this one)")
+                             "fresh process (a lost device cannot be reused in this one)", self.name)
 
     def __del__(self):
         # Ray Serve calls this when it stops the replica: cancel what runs, end the engine thread

@@ -29,6 +29,7 @@ class Routed:
     body: bytes = b""
     key: str = ""  # the prompt as text: requests sharing a start of it share KV prefixes
     stream: bool = False  # the response is an event stream (the ingress relays it as it comes)
+    avoid: tuple = ()  # replica ids not to send it to while another is left (their device was lost)
 
 
 def _text(content) -> str:

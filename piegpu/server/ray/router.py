@@ -8,6 +8,10 @@ than `imbalance` requests in flight beyond the least-loaded one: then the least-
 (a cold prefill beats waiting behind a skewed queue). Queue lengths are Ray Serve's own per-replica counts.
 The ranking is one decision per request; Ray's router sends to the first rank that accepts
 (max_ongoing_requests), then the next.
+
+Both routers here (this one and AvoidingPowerOfTwoRouter, Ray's default with one change) leave out the
+replicas a request's Routed.avoid names -- replicas whose device was lost, until Ray replaces them --
+while any other replica is left: a replica that fails fast looks least loaded and would draw every request.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 
+from ray.serve._private.request_router import PowerOfTwoChoicesRequestRouter  # Ray Serve's default router
 from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
 
 from .routed import Routed
@@ -38,6 +43,28 @@ def shared_chars(a: str, b: str) -> int:
     return lo
 
 
+def routed_of(pending: PendingRequest | None) -> Routed | None:
+    """The Routed a pending request carries (None when it carries none)."""
+    if pending is None:
+        return None
+    for arg in list(pending.args) + list(pending.kwargs.values()):
+        if isinstance(arg, Routed):
+            return arg
+    return None
+
+
+def avoided(pending: PendingRequest | None) -> frozenset:
+    """The replica ids (unique_id) a pending request's Routed asks to avoid."""
+    routed = routed_of(pending)
+    return frozenset(routed.avoid) if routed is not None else frozenset()
+
+
+def without(replicas: list, avoid: frozenset) -> list:
+    """`replicas` less the avoided ones -- all of them when every one is avoided (one to fail beats none)."""
+    kept = [r for r in replicas if r.replica_id.unique_id not in avoid] if avoid else replicas
+    return kept or replicas
+
+
 class PrefixAffinityRouter(RequestRouter):
     """Longest remembered prefix first, least-loaded when the load is skewed (see the module docstring)."""
 
@@ -54,12 +81,8 @@ class PrefixAffinityRouter(RequestRouter):
     @staticmethod
     def key_of(pending: PendingRequest | None) -> str:
         """The routing key of a pending request ("" when it carries none)."""
-        if pending is None:
-            return ""
-        for arg in list(pending.args) + list(pending.kwargs.values()):
-            if isinstance(arg, Routed):
-                return arg.key[:KEY_CHARS]
-        return ""
+        routed = routed_of(pending)
+        return routed.key[:KEY_CHARS] if routed is not None else ""
 
     def best_match(self, key: str, replicas: list) -> tuple:
         """(the replica among `replicas` holding the longest prefix of key, its length in characters)."""
@@ -116,6 +139,7 @@ class PrefixAffinityRouter(RequestRouter):
         """Ranks of replicas: the affine one first when the load allows it, then the rest by load."""
         if pending_request is not None:
             pending_request.routing_context.should_backoff = True  # every replica is offered in each round
+        candidate_replicas = without(candidate_replicas, avoided(pending_request))
         if not candidate_replicas:
             return []
         loads = await self.loads(candidate_replicas)
@@ -134,13 +158,33 @@ class PrefixAffinityRouter(RequestRouter):
         return [[best]] + [[r] for r in by_load if r is not best]
 
 
+class AvoidingPowerOfTwoRouter(PowerOfTwoChoicesRequestRouter):
+    """Ray Serve's default router (power of two choices, load only) leaving out the replicas a request avoids."""
+
+    async def choose_replicas(self, candidate_replicas: list,
+                              pending_request: PendingRequest | None = None) -> list:
+        """Ray's two random choices less the avoided replicas; if Ray drew only avoided ones, two of the others
+        at random (Ray sends to the less loaded of them)."""
+        ranks = await super().choose_replicas(candidate_replicas, pending_request)
+        avoid = avoided(pending_request)
+        if not avoid:
+            return ranks
+        kept = [rank for rank in ([r for r in rank if r.replica_id.unique_id not in avoid] for rank in ranks) if rank]
+        if kept:
+            return kept
+        others = [r for r in candidate_replicas if r.replica_id.unique_id not in avoid]
+        return [random.sample(others, min(2, len(others)))] if others else ranks
+
+
 def router_config(affinity: bool = True, imbalance: int = IMBALANCE) -> dict:
-    """The deployment's request_router_config: prefix affinity, or Ray Serve's default power of two choices."""
+    """The deployment's request_router_config: prefix affinity, or Ray Serve's default power of two choices
+    (both leaving out the replicas a request avoids)."""
     from ray.serve.config import RequestRouterConfig
     if not affinity:
-        return RequestRouterConfig()
+        return RequestRouterConfig(request_router_class=f"{__name__}:AvoidingPowerOfTwoRouter")
     return RequestRouterConfig(request_router_class=f"{__name__}:PrefixAffinityRouter",
                                request_router_kwargs={"imbalance": imbalance})
 
 
-__all__ = ["PrefixAffinityRouter", "RunningReplica", "router_config", "shared_chars", "IMBALANCE"]
+__all__ = ["PrefixAffinityRouter", "AvoidingPowerOfTwoRouter", "RunningReplica", "router_config", "shared_chars",
+           "routed_of", "avoided", "without", "IMBALANCE"]
