@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..errors import PieGpuError
 from .engine import Engine, Job, QueueFull
+from .jobs import EngineStopped
 from .llamacpp import register_llamacpp
 from .page import register_page
 from .protocol import ChatCompletionRequest, CompletionRequest, ServerError, error_body
@@ -110,6 +111,11 @@ class Api:
                 self.engine.cancel(job)
             raise ServerError(429, f"The server is busy ({e}). Retry shortly.", None, "rate_limit_exceeded",
                               "rate_limit_error", {"Retry-After": "1"}) from None
+        except EngineStopped as e:
+            for job in submitted:
+                self.engine.cancel(job)
+            raise ServerError(503, f"The server cannot generate: {e}. Restart it (see /health).", None,
+                              "engine_stopped", "server_error") from None
         return jobs, queue
 
     async def events(self, jobs: list, queue: asyncio.Queue, request: Request | None = None):

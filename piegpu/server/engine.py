@@ -15,11 +15,12 @@ import asyncio
 import threading
 import time
 
+from ..runtime import waits
 from ..runtime.batch import Batch
 from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
 from ..samplers.rows import RowSampling
 from ..textgen.tokens import TokenOutput, admit, finish_reason
-from .jobs import Choice, EngineStats, Guarded, Job, QueueFull
+from .jobs import Choice, EngineStats, EngineStopped, Guarded, Job, QueueFull
 from .prefix_cache import PrefixCache
 from .text import TokenText
 
@@ -80,10 +81,12 @@ class Engine:
         return {"waiting": waiting, "prefilling": inbox + len(joining) - waiting, "running": running}
 
     def submit(self, job: Job) -> None:
-        """Queue a job (QueueFull when max_queue requests are waiting or running)."""
+        """Queue a job (QueueFull when max_queue requests are waiting or running; EngineStopped once it failed)."""
         if self._stopping:
             raise QueueFull("the server is shutting down")
-        with self._lock:
+        with self._lock:  # (under the lock: _main fails every job it lists once self.error is set)
+            if self.error is not None:
+                raise EngineStopped(f"the engine stopped: {type(self.error).__name__}: {self.error}")
             if len(self._inbox) + len(self._joining) + len(self._running) >= self.max_queue:
                 raise QueueFull(f"{self.max_queue} requests are queued or running")
             self._inbox.append(job)
@@ -119,7 +122,8 @@ class Engine:
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            self._loop.run_until_complete(self._serve())
+            # only the engine's coroutines run on this loop: their reads may block the thread (runtime/waits.py)
+            self._loop.run_until_complete(self._loop.create_task(self._serve(), context=waits.blocking_context()))
         except BaseException as e:  # noqa: BLE001 -- every waiting client must hear about it
             self.error = e
             for job in self._all_jobs():

@@ -110,3 +110,7 @@ class EngineStats:
 
 class QueueFull(Exception):
     """The engine holds max_queue requests already."""
+
+
+class EngineStopped(Exception):
+    """The engine's thread ended with an error (e.g. the device was lost): it takes no more requests."""

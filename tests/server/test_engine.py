@@ -153,3 +153,14 @@ def test_a_burst_sharing_a_system_prompt_prefills_it_once(tiny):
     assert after["copied_positions"] - before["copied_positions"] <= 3 * (P - 1)
     for k, p in enumerate(prompts):
         assert tokens_of(ev[k]) == alone(tiny, p, max_tokens=6), k
+
+
+def test_a_stopped_engine_refuses_new_jobs_instead_of_holding_them(tiny):
+    """Once the engine's thread ended with an error (a lost device), a new job is refused at once with the cause
+    (the app answers 503) -- not queued where nothing would ever run it."""
+    from piegpu.server.jobs import EngineStopped
+    eng = Engine(tiny, max_batch=4)
+    eng.error = RuntimeError("the GPU device is lost")
+    with pytest.raises(EngineStopped, match="the GPU device is lost"):
+        eng.submit(job(tiny, PROMPTS[0], [RowParams(0.0)]))
+    assert eng.load == 0
