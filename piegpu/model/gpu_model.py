@@ -332,8 +332,7 @@ class GpuModel:
         rec = Recorder(self.device, s.binds)
         k = Kernels(self, rec, T, scope=(T, rows))
         forward_batch(k, self, seqs, s, tokens, readout, hidden)
-        for ws, _, n in seqs:
-            k.advance(ws.state, tokens=n, binds=ws.binds)
+        k.advance_seqs(seqs)  # one dispatch for every sequence's length
         return s.logits, rec.plan
 
     def encode_advance(self, cpass, ws: WorkingSet, T: int, keep=None) -> int:

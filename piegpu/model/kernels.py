@@ -283,6 +283,13 @@ class Kernels:
             k = self.gpu.lib.kernel("advance_accept", {"N": self.T, **channel_layout.shader_params()})
             self.rec.dispatch(k, {0: state, 1: keep}, (1, 1, 1), "advance_accept", self.scope + ("adv-keep", keep))
 
+    def advance_seqs(self, seqs: list) -> None:
+        """Every sequence's length += its tokens after a pass over the sequences [(working set, first token, tokens)]:
+        one dispatch over their page-table rows (not one per sequence)."""
+        uniform, tables = self._seqs(seqs)
+        k = self.gpu.lib.kernel("advance_seqs", {"SEQS": len(seqs)})
+        self.rec.dispatch(k, {0: tables, 1: uniform}, (ceil(len(seqs) / 64), 1, 1), "advance")
+
     # ---- matvec plumbing --------------------------------------------------------------------
     def _matvec(self, m: GpuMatrix, x, tokens: int, norm, epilogue: str, ep_params: dict, ep_bufs: dict,
                 key: tuple, splits: tuple = (), binds: dict | None = None, x_row: int = 0,
