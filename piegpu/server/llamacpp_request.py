@@ -29,12 +29,6 @@ ALT_NAMES = {"top-k": "top_k", "top-p": "top_p", "nucleus": "top_p", "min-p": "m
              "top-n-sigma": "top_n_sigma"}
 LETTERS = {"e": "penalties", "d": "dry", "s": "top_n_sigma", "k": "top_k", "y": "typ_p", "p": "top_p",
            "m": "min_p", "x": "xtc", "t": "temperature"}
-# the stage a sampler name stands for -> the fields that turn it off when the list leaves it out
-OFF_WHEN_UNLISTED = {"penalties": {"repeat_penalty": 1.0, "repetition_penalty": None, "presence_penalty": 0.0,
-                                   "frequency_penalty": 0.0},
-                     "dry": {"dry_multiplier": 0.0}, "top_n_sigma": {"top_n_sigma": -1.0}, "top_k": {"top_k": 0},
-                     "typ_p": {"typical_p": 1.0}, "top_p": {"top_p": 1.0}, "min_p": {"min_p": 0.0},
-                     "xtc": {"xtc_probability": 0.0}}
 # the order piegpu's rows apply the default stages in, reported when a request gives no `samplers`
 ROW_ORDER = ("penalties", "temperature", "top_k", "top_p", "min_p", "typ_p")
 # llama.cpp fields piegpu cannot honour: (value that changes nothing, why); refused otherwise
@@ -102,10 +96,8 @@ def parse_body(body: Any, encode, vocab: int, eos_ids, ctx: int) -> tuple:
         data["stop"] = [data["stop"]]
     _check_unsupported(data)
     applied = _samplers(data)
-    if data.get("mirostat") in (1, 2):  # llama.cpp: Mirostat replaces the sampler chain (temperature, then it)
-        for stage in OFF_WHEN_UNLISTED:
-            _turn_off(data, stage)
-        data.pop("samplers", None)
+    if data.get("mirostat") in (1, 2):  # llama.cpp: Mirostat replaces the sampler chain (temperature, then it;
+        data.pop("samplers", None)     # server/sampling.py applies no other stage beside it)
         applied = ["temperature"]
     data["logit_bias"] = _logit_bias(data.get("logit_bias"), encode, vocab)
     if data.get("ignore_eos") is True:  # llama.cpp biases every end-of-generation token by -inf
@@ -163,21 +155,8 @@ def _samplers(data: dict) -> list:
     else:
         raise ServerError(400, "samplers must be a list of sampler names (or a string of llama.cpp's sampler "
                                "letters such as \"kpmt\")", "samplers")
-    for stage in OFF_WHEN_UNLISTED:
-        if stage not in names:
-            _turn_off(data, stage)
-    if "temperature" not in names and isinstance(data.get("temperature"), (int, float)) and data["temperature"] > 0:
-        data["temperature"] = 1.0  # no temperature stage: the distribution as the model gives it
-    data["samplers"] = names  # the shared body applies the order (server/sampling.py)
+    data["samplers"] = names  # the shared body applies the list: its order, unlisted stages off (server/sampling.py)
     return names
-
-
-def _turn_off(data: dict, stage: str) -> None:
-    for key, off in OFF_WHEN_UNLISTED[stage].items():
-        if off is None:
-            data.pop(key, None)
-        else:
-            data[key] = off
 
 
 def _logit_bias(value, encode, vocab: int) -> dict:

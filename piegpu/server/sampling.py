@@ -2,9 +2,9 @@
 
 llama.cpp's semantics where they differ from a plain option list: with `mirostat` 1 or 2 the chain is
 temperature + Mirostat alone (after the logit bias), as llama.cpp's common sampler builds it; with a
-`samplers` list only the listed stages apply, in its order ("penalties" and "dry" included), and
-"p_less" in it turns p-less on (it has no parameter). The temperature always applies (llama.cpp applies
-it only when "temperature" is listed).
+`samplers` list only the listed stages apply, in its order ("penalties" and "dry" included),
+"p_less" in it turns p-less on (it has no parameter), and a list without "temperature" samples at
+temperature 1 (the model's own distribution) -- one rule for the OpenAI routes and llama.cpp's /completion.
 """
 
 from __future__ import annotations
@@ -46,10 +46,11 @@ def request_options(req, vocab: int, programs=None) -> SamplingOptions:
     top_k = req.top_k if 0 < req.top_k <= vocab else 0  # -1, 0 or a k at least the vocab: every token
     rep = req.repetition_penalty if req.repetition_penalty is not None else req.repeat_penalty
     opts: dict = {"logit_bias": bias}
+    temperature = req.temperature
     if req.mirostat:
         opts["mirostat_v1" if req.mirostat == 1 else "mirostat"] = req.mirostat_tau
         opts["mirostat_eta"] = req.mirostat_eta
-        return _options(req, opts, "mirostat")
+        return _options(req, opts, "mirostat", temperature)
     opts.update(repetition_penalty=rep, presence_penalty=req.presence_penalty,
                 frequency_penalty=req.frequency_penalty)
     stages = {"top_k": top_k or None, "top_p": req.top_p if req.top_p < 1.0 else None,
@@ -83,8 +84,10 @@ def request_options(req, vocab: int, programs=None) -> SamplingOptions:
         listed = [n for n in names if SAMPLER_ORDER_NAMES.get(n) in stages]
         if listed:
             opts["samplers"] = listed
+        if temperature > 0 and not any(SAMPLER_ORDER_NAMES.get(n) == "dynatemp_range" for n in names):
+            temperature = 1.0  # no temperature stage listed: the distribution as the model gives it
     opts.update(stages)
-    return _options(req, opts, "samplers" if req.samplers is not None else None)
+    return _options(req, opts, "samplers" if req.samplers is not None else None, temperature)
 
 
 def _program(req, programs) -> SamplingOptions:
@@ -110,9 +113,9 @@ def _owner(key: str) -> str:
     return {"xtc_threshold": "xtc_probability", "dynatemp_exponent": "dynatemp_range"}[key]
 
 
-def _options(req, opts: dict, param) -> SamplingOptions:
+def _options(req, opts: dict, param, temperature: float) -> SamplingOptions:
     try:
-        return SamplingOptions.of("temperature", req.temperature, where="request",
+        return SamplingOptions.of("temperature", temperature, where="request",
                                   **{k: v for k, v in opts.items() if v is not None})
     except PieGpuError as e:
         raise ServerError(400, str(e), param) from None

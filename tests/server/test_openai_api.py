@@ -64,8 +64,10 @@ LLAMA_FIELDS = [  # llama.cpp server's sampling fields on the OpenAI routes -> t
                                                                      "top_k": 40}),
     ({"dry_multiplier": 0.8, "dry_allowed_length": 1, "top_n_sigma": 1.5},
      {"dry_multiplier": 0.8, "dry_allowed_length": 1, "top_n_sigma": 1.5}),
+    # a list without "temperature" samples at temperature 1 (as llama.cpp; the request's 0.9 does not apply)
     ({"samplers": ["top_k", "p_less", "min_p"], "top_k": 30, "min_p": 0.05, "top_p": 0.5, "dynatemp_range": 0.3},
-     {"top_k": 30, "p_less": True, "min_p": 0.05, "samplers": "top_k;p_less;min_p"}),
+     {"top_k": 30, "p_less": True, "min_p": 0.05, "samplers": "top_k;p_less;min_p", "temperature": 1.0}),
+    ({"samplers": ["min_p", "temperature"], "min_p": 0.05, "top_k": 5}, {"min_p": 0.05, "samplers": "min_p"}),
 ]
 
 
@@ -76,8 +78,8 @@ def test_llama_cpp_sampling_fields_equal_the_library(server, default_model, fiel
     r = c.completions.create(model=MODEL_ID, prompt="The weather today is", max_tokens=10, temperature=0.9,
                              seed=77, n=2, extra_body=fields)
     for i, ch in enumerate(r.choices):
-        g = default_model.generate("The weather today is", max_tokens=10, temperature=0.9, seed=77 + i,
-                                   **({"sampler": "temperature"} | library))
+        g = default_model.generate("The weather today is", max_tokens=10, seed=77 + i,
+                                   **({"sampler": "temperature", "temperature": 0.9} | library))
         g.run()
         assert ch.text == g.text, (fields, i)
 
