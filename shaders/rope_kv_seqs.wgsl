@@ -1,12 +1,12 @@
 // RoPE + KV-cache write for the sequences of a batched pass, several per dispatch. The QKV
 // matmul ran over every token of the pass (rows [q | k | v], q and k in adjacent-pair order
-// as in epilogues/rope_kv.wgsl); here one invocation per (token, row pair), grid y = the
-// sequence, rotates q and k pairs at the sequence's positions (its length + t), writes q
+// as in epilogues/rope_kv.wgsl); here one invocation per (token, row quad: two pairs), grid y =
+// the sequence, rotates q and k pairs at the sequence's positions (its length + t), writes q
 // to its buffer and k, v into that sequence's KV pages (through its page-table row, word
-// seqs[i].z of `tables`).
-@group(0) @binding(0) var<storage, read> qkv: array<vec2<f32>>;       // [T][(QR + 2 KR) / 2] pairs
-@group(0) @binding(1) var<storage, read_write> q: array<vec2<f32>>;   // [T][QR / 2]
-@group(0) @binding(2) var<storage, read> rope: array<vec2<f32>>;      // [position][HD / 2] (cos, sin)
+// seqs[i].z of `tables`) a vec4 at a time (a KV texture's texel is written whole).
+@group(0) @binding(0) var<storage, read> qkv: array<vec4<f32>>;       // [T][(QR + 2 KR) / 4] quads
+@group(0) @binding(1) var<storage, read_write> q: array<vec4<f32>>;   // [T][QR / 4]
+@group(0) @binding(2) var<storage, read> rope: array<vec4<f32>>;      // [position][HD / 4] (cos, sin, cos, sin)
 @group(0) @binding(3) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens, first token, row, -)
 {{KV_WRITE}}
 @group(0) @binding(6) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
@@ -14,7 +14,7 @@
 const QR: u32 = {{QR}}u;
 const KR: u32 = {{KR}}u;
 const HD: u32 = {{HD}}u;
-const P: u32 = (QR + 2u * KR) / 2u;  // row pairs per token
+const P: u32 = (QR + 2u * KR) / 4u;  // row quads per token (QR, KR: multiples of HD, itself of 4)
 //! include blocks/pages
 
 @compute @workgroup_size(64)
@@ -27,16 +27,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let tb = seqs[s].z;
   let pos = min(tables[tb] + t, tables[tb + 1u] - 1u);
   var v = qkv[tok * P + p];
-  let r = p * 2u;
+  let r = p * 4u;
   if (r < QR + KR) {
-    let cs = rope[pos * (HD / 2u) + (r % HD) / 2u];
-    v = vec2<f32>(v.x * cs.x - v.y * cs.y, v.y * cs.x + v.x * cs.y);
+    let cs = rope[pos * (HD / 4u) + (r % HD) / 4u];
+    v = vec4<f32>(v.x * cs.x - v.y * cs.y, v.y * cs.x + v.x * cs.y, v.z * cs.z - v.w * cs.w, v.w * cs.z + v.z * cs.w);
   }
   if (r < QR) {
-    q[tok * (QR / 2u) + p] = v;
+    q[tok * (QR / 4u) + p] = v;
     return;
   }
   let k = r >= QR + KR;  // a v row, else a k row
-  let at = kv_row(tb, pos) * (KR / 2u) + (select(r - QR, r - QR - KR, k)) / 2u;
+  let at = kv_row(tb, pos) * (KR / 4u) + (select(r - QR, r - QR - KR, k)) / 4u;
   if (k) { v_put(at, v); } else { k_put(at, v); }
 }

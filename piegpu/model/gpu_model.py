@@ -29,7 +29,7 @@ from .weights import ModelWeights
 from .working_set import WorkingSet
 
 MAX_PREFILL_TOKENS = 256  # tokens per pass of the host-driven forward(); longer prompts take several passes
-TEXEL_BYTES = {"rg32float": 8, "rgba32uint": 16, "rgba32float": 16, "r32uint": 4, "r32float": 4}
+TEXEL_BYTES = {"rgba32uint": 16, "rgba32float": 16, "r32uint": 4, "r32float": 4}
 SPLIT_FROM = 256  # positions from which a one-sequence decode pass splits its attention (flash-decoding)
 MAX_SPLITS = 8
 
@@ -240,7 +240,7 @@ class GpuModel:
             walk(v)
         freed = 0
         for res in found.values():
-            if isinstance(res, wgpu.GPUTexture):  # KV pages (rg32float) and texture weights (rgba32uint)
+            if isinstance(res, wgpu.GPUTexture):  # KV pages (rgba32float) and texture weights (rgba32uint)
                 w, h, d = res.size
                 freed += w * h * d * TEXEL_BYTES.get(res.format, 16)
             else:

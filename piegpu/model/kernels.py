@@ -9,7 +9,8 @@ RMSNorm folded in) or matmul.wgsl (token groups in register tiles; the RMSNorm f
 the subgroup path, its weights at binding 14, else x already normalized), each composed
 with a weight FORMAT snippet (shaders/formats/: the weights at binding 0, lavapipe's texture
 formats also 15) and an EPILOGUE snippet (shaders/epilogues/) whose buffers sit at bindings 3 and up;
-its epilogue(t, r, a, b) takes rows r and r + 1 of token t (R is even).
+its epilogue(t, r, a, b) takes rows r and r + 1 of token t (R is even); a snippet that defines
+epilogue4(t, r, a, b, c, d) instead takes rows r .. r + 3 a call (R a multiple of 4: rope_kv's whole KV texels).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix, weight_bindings
+from .shaders import shader_source
 from .shader_code import decode_lane_code, four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
@@ -230,8 +232,8 @@ class Kernels:
                                                  "PAGE": pool.page, **kv_params}, kv)
         uniform, tables = self._seqs(seqs)
         bufs = {0: qkv, 1: q, 2: rope, 3: uniform, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
-        pairs = (qr + 2 * kr) // 2
-        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * pairs / 64), len(seqs), 1), "rope_kv")
+        quads = (qr + 2 * kr) // 4  # an invocation a row quad: a whole KV texel (vec4) written
+        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * quads / 64), len(seqs), 1), "rope_kv")
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (before RoPE; `norm` folded in when decoding)."""
@@ -325,10 +327,13 @@ class Kernels:
                 per -= 1
             groups = [(t0, min(per, tokens - t0)) for t0 in range(0, tokens, per)]
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
+        quad = "fn epilogue4(" in shader_source(f"epilogues/{epilogue}")  # four rows an epilogue call
         for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
             snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}", **(ep_snippets or {})}
             R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"),
                                              tokens=tokens)
+            if quad and (R % 4 or row0 % 4):
+                raise ValidationError(f"internal: epilogues/{epilogue} takes row quads; R={R}, first row {row0}")
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
                 window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)
@@ -336,7 +341,7 @@ class Kernels:
                 if decode:
                     name = "matvec_decode"
                     params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps),
-                                  **matvec_rows(R, four_rows(fmt, R, nrows)), **matvec_x(gpu.dev.subgroup_lanes))
+                                  **matvec_rows(R, four_rows(fmt, R, nrows), quad), **matvec_x(gpu.dev.subgroup_lanes))
                     bufs[2] = (norm if norm is not None else gpu.zeros(m.cols), 0, row_bytes)  # unused without NORM
                 else:
                     name = "matmul"
@@ -344,7 +349,7 @@ class Kernels:
                     fold = None if norm is None else (m.cols // 4, self.config.rms_norm_eps)
                     # the last group's tile fits its tokens (a 37-token prompt: 5 tokens in 8, not 16)
                     params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4,
-                                                four_rows(fmt, R, nrows), fold))
+                                                four_rows(fmt, R, nrows), fold, quad))
                     bufs[2] = gpu.params(tn, t0)
                     if norm is not None:
                         bufs[14] = (norm, 0, row_bytes)

@@ -1,15 +1,17 @@
-"""Where the KV pool's pages live on the device: storage buffers, or rg32float textures on CPU adapters.
+"""Where the KV pool's pages live on the device: storage buffers, or rgba32float textures on CPU adapters.
 
 Both hold, per layer, K and V as pool rows of KR floats (row = page * page_tokens + position in the
 page). Kernels reach them through the WGSL of shaders/blocks/kv_{read,write}_{storage,texture}.wgsl
-(k_at / v_at read a vec4, k_put / v_put write a pair), so one attention source serves both; the
-binding resources, the snippets, their parameters and the page copies are what differ.
+(k_at / v_at read vec4 i, k_put / v_put write vec4 j), so one attention source and one writer source
+serve both; the binding resources, the snippets, their parameters and the page copies are what differ.
 
 Textures, because on lavapipe a storage load is a loop over the lanes while a texel fetch is a
-gather: the decode attention over 2000 positions read its K and V rows in 0.26x the time (rg32float;
-rgba32float would be faster still, but the QKV epilogue writes value pairs, and a texel is written
-whole). A texture row holds KV_ROWS pool rows (a power of two that page_tokens divides), so a page
-is one run of texels in one texture row.
+gather: the decode attention over 2000 positions read its K and V rows in 0.26x the time with
+rg32float texels (two fetches a vec4); rgba32float (one fetch a vec4) read 2000 positions' K rows in
+16 vs 28 ms (microbenchmark), and the default model's decode attention at context 2000 took 25-29 vs
+33 ms (benchmarks/kernels.py). A texel is written whole, so the writers (rope_kv_seqs.wgsl, the QKV
+matvec's epilogues/rope_kv.wgsl) write four rotated values at a time. A texture row holds KV_ROWS
+pool rows (a power of two that page_tokens divides), so a page is one run of texels in one texture row.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ MAX_TEXTURE = 8192  # max-texture-dimension-2d every WebGPU adapter offers
 
 
 def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE) -> int:
-    """Pool rows per texture row (KR / 2 rg texels each): the largest power of two that fits, 0 if the page
+    """Pool rows per texture row (KR / 4 rgba texels each): the largest power of two that fits, 0 if the page
     would not fit one texture row."""
     per = 1
-    while per * 2 * (kr // 2) <= limit:
+    while per * 2 * (kr // 4) <= limit:
         per *= 2
     return per if per >= page else 0
 
@@ -54,7 +56,7 @@ class StoragePages:
 
 
 class TexturePages:
-    """K and V of every layer in rg32float textures, `per_row` pool rows a texture row."""
+    """K and V of every layer in rgba32float textures, `per_row` pool rows a texture row."""
 
     read_snippet = "blocks/kv_read_texture"
     write_snippet = "blocks/kv_write_texture"
@@ -62,27 +64,27 @@ class TexturePages:
     def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int):
         import wgpu
         self.device, self.kr, self.page, self.per_row = device, kr, page, per_row
-        self.width = per_row * kr // 2  # texels a texture row
+        self.width = per_row * kr // 4  # texels a texture row (a texel: 4 floats)
         height = -(-rows // per_row)  # within the adapter's limit: KvPool chose textures only then
         use = (wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_SRC
                | wgpu.TextureUsage.COPY_DST)
 
         def texture(label, w, h):
-            return device.create_texture(size=(w, h, 1), format=wgpu.TextureFormat.rg32float, usage=use, label=label)
+            return device.create_texture(size=(w, h, 1), format=wgpu.TextureFormat.rgba32float, usage=use, label=label)
         self.key_textures = [texture(f"kv-pool.k{i}", self.width, height) for i in range(layers)]
         self.value_textures = [texture(f"kv-pool.v{i}", self.width, height) for i in range(layers)]
         self.keys = [t.create_view() for t in self.key_textures]
         self.values = [t.create_view() for t in self.value_textures]
-        self._staging = texture("kv-pool.staging", page * kr // 2, 2 * layers)
+        self._staging = texture("kv-pool.staging", page * kr // 4, 2 * layers)
         self.params = {"KV_W": self.width}
 
     def _at(self, page: int) -> tuple:
         row = page * self.page
-        return ((row % self.per_row) * self.kr // 2, row // self.per_row, 0)
+        return ((row % self.per_row) * self.kr // 4, row // self.per_row, 0)
 
     def copy(self, enc, src: int, dst: int, n: int) -> None:
         """Record copies of positions 0..n-1 of page `src` into page `dst`, every layer's K and V."""
-        size = (n * self.kr // 2, 1, 1)
+        size = (n * self.kr // 4, 1, 1)
         textures = self.key_textures + self.value_textures
         for i, t in enumerate(textures):
             enc.copy_texture_to_texture({"texture": t, "origin": self._at(src)},

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 
 @lru_cache(maxsize=None)
-def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = False) -> str:
+def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = False, quad: bool = False) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
     Per 32-weight block: every row's 8 vec4s decoded to f32 once (d q + m), every token's 8 x
@@ -29,6 +29,7 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
     decode matvec: the tile multiplies x * norm_w, each lane sums the squares of the x vec4s it
     loads, and after the blocks each token's dot products are scaled by 1 / rms (a subgroupAdd of
     those sums) -- the norm's own dispatch and its pass over x are gone (two dispatches a layer).
+    quad: the epilogue takes four rows a call (epilogue4, see epilogue_calls), else two (epilogue).
     """
     if norm and not lanes:
         raise ValueError("the RMSNorm fold of the matmul needs the subgroup form")
@@ -73,10 +74,19 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
             add(f"let sc{tt} = inverseSqrt(subgroupAdd(ss{tt}) / f32(NB * 32u) + EPS);")
         acc = [f"a{rr}_{tt}" + (f" * sc{tt}" if norm else "") for rr in range(R)]
         add(f"if (live && t0 + {tt}u < T) {{")
-        for rr in range(0, R, 2):  # a pair of rows a call, no array<f32, R> (see matvec_rows)
-            add(f"  epilogue(TOK0 + t0 + {tt}u, ROW0 + r0 + {rr}u, {acc[rr]}, {acc[rr + 1]});")
+        out.extend("  " + call for call in epilogue_calls(R, f"TOK0 + t0 + {tt}u", acc, quad))
         add("}")
     return "\n".join("    " + line for line in out)
+
+
+def epilogue_calls(R: int, token: str, acc: list, quad: bool) -> list:
+    """The epilogue calls of R rows of a token, a pair of rows a call (epilogue(t, r, a, b)) or, with
+    `quad`, four (epilogue4(t, r, a, b, c, d): R a multiple of 4, the invocation's rows starting on one)
+    -- no array<f32, R> (see matvec_rows). A quad lets epilogues/rope_kv.wgsl write a whole KV texel."""
+    step, name = (4, "epilogue4") if quad else (2, "epilogue")
+    if R % step:
+        raise ValueError(f"{name} takes {step} rows a call: R={R} is no multiple")
+    return [f"{name}({token}, ROW0 + r0 + {rr}u, {', '.join(acc[rr:rr + step])});" for rr in range(0, R, step)]
 
 
 @lru_cache(maxsize=None)
@@ -254,9 +264,9 @@ def four_rows(fmt: str, R: int, rows: int) -> bool:
 
 
 @lru_cache(maxsize=None)
-def matvec_rows(R: int, four: bool) -> dict:
+def matvec_rows(R: int, four: bool, quad: bool = False) -> dict:
     """matvec_decode.wgsl's row code for R rows an invocation: the accumulators (ACC), block b's dot
-    added to each (ROW_DOTS) and the epilogue calls, a pair of rows each (ROWS_OUT).
+    added to each (ROW_DOTS) and the epilogue calls, a pair of rows each or four with `quad` (ROWS_OUT).
 
     The R accumulators are named f32 registers acc0 .. acc{R-1}, unrolled here, not an array<f32, R>:
     naga decorates every array type with an ArrayStride, which Vulkan forbids on a function variable
@@ -276,7 +286,7 @@ def matvec_rows(R: int, four: bool) -> dict:
         if rr % 4 == 0:  # one scale fetch for rows rr .. rr + 3
             dots.append(f"    let sw{rr} = block_scales4(r0 + {rr}u, b);")
         dots.append(f"    acc{rr} += block_dot_dm({wb}, dm_of(sw{rr - rr % 4}.{'xyzw'[rr % 4]}), {args});")
-    out = [f"    epilogue(0u, ROW0 + r0 + {rr}u, acc{rr}, acc{rr + 1});" for rr in range(0, R, 2)]
+    out = ["    " + call for call in epilogue_calls(R, "0u", [f"acc{rr}" for rr in range(R)], quad)]
     return {"ACC": "\n".join(f"  var acc{rr} = 0.0;" for rr in range(R)), "ROW_DOTS": "\n".join(dots),
             "ROWS_OUT": "\n".join(out)}
 
@@ -313,7 +323,7 @@ def matvec_x(lanes: int) -> dict:
 
 
 def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool = False,
-                  norm: tuple | None = None) -> dict:
+                  norm: tuple | None = None, quad: bool = False) -> dict:
     """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's
     binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token.
 
@@ -323,5 +333,5 @@ def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool =
     if norm:
         x += (f"\n@group(0) @binding(14) var<uniform> norm_w: array<vec4<f32>, {norm[0]}>;"
               f"\nconst EPS: f32 = {float(norm[1])!r};")
-    return {"TILE": tile_code(R, TB, lanes, four, norm is not None), "TB": TB, "X_BINDING": x,
+    return {"TILE": tile_code(R, TB, lanes, four, norm is not None, quad), "TB": TB, "X_BINDING": x,
             "LANE": ", @builtin(subgroup_invocation_id) lane: u32" if lanes else ""}

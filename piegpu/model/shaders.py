@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable  # Python 3.11+; 3.10 has the same class in importlib.abc
 
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var(?:<(uniform|storage,\s*read_write|storage,\s*read)>\s*\w+"
-                      r"|\s+\w+\s*:\s*(texture_2d<u32>|texture_2d<f32>|texture_storage_2d<rg32float,\s*write>))")
+                      r"|\s+\w+\s*:\s*(texture_2d<u32>|texture_2d<f32>|texture_storage_2d<rgba32float,\s*write>))")
 _TEXTURE_KINDS = {"texture_2d<u32>": "texture-uint", "texture_2d<f32>": "texture-float"}
 
 
@@ -101,11 +101,11 @@ def standard_wgsl(src: str) -> str:
 
 def binding_kinds(src: str) -> list:
     """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint' | 'texture-float' |
-    'texture-rg32-write')] declared in a WGSL source."""
+    'texture-rgba32-write')] declared in a WGSL source."""
     out = []
     for idx, kind, texture in _BINDING.findall(src):
         if texture:
-            kind = _TEXTURE_KINDS.get(texture, "texture-rg32-write")
+            kind = _TEXTURE_KINDS.get(texture, "texture-rgba32-write")
         else:
             kind = "uniform" if kind == "uniform" else ("storage-rw" if "read_write" in kind else "storage-read")
         out.append((int(idx), kind))
@@ -125,8 +125,8 @@ class Kernel:
         textures = {"texture-uint": {"texture": {"sample_type": wgpu.TextureSampleType.uint, "view_dimension": "2d"}},
                     "texture-float": {"texture": {"sample_type": wgpu.TextureSampleType.unfilterable_float,
                                                   "view_dimension": "2d"}},
-                    "texture-rg32-write": {"storage_texture": {"access": wgpu.StorageTextureAccess.write_only,
-                                                               "format": wgpu.TextureFormat.rg32float,
+                    "texture-rgba32-write": {"storage_texture": {"access": wgpu.StorageTextureAccess.write_only,
+                                                               "format": wgpu.TextureFormat.rgba32float,
                                                                "view_dimension": "2d"}}}
         entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
                     **(textures[k] if k in textures else {"buffer": {"type": types[k]}})}

@@ -23,7 +23,7 @@ import pytest
 
 from piegpu.errors import CompileError
 from piegpu.model import shaders
-from piegpu.model.shader_code import matvec_rows, tile_code
+from piegpu.model.shader_code import four_rows, matvec_rows, tile_code
 from piegpu.model.shaders import compose
 from piegpu.runtime import pipeline
 
@@ -94,17 +94,25 @@ def snippet_files(slot: str) -> list:
                   if f.name.endswith(".wgsl"))
 
 
-def for_format(params: dict, snippet: str) -> dict:
-    """params with their generated row code redone for format `snippet`: lavapipe's texture formats read 4 rows'
-    scales in one fetch (shader_code.four_rows), which the other formats' snippets do not define."""
-    if snippet.endswith("_tex"):
+def for_snippets(params: dict, snippets: dict) -> dict:
+    """params with their generated row code redone for the FORMAT and EPILOGUE `snippets`: lavapipe's texture
+    formats read 4 rows' scales in one fetch (shader_code.four_rows), which the other formats' snippets do not
+    define, and an epilogue that defines epilogue4 (rope_kv) takes four rows a call, the others two
+    (shader_code.epilogue_calls). CompileError where R does not fit the epilogue's calls."""
+    if "FORMAT" not in snippets or "EPILOGUE" not in snippets:
         return params
+    fmt = snippets["FORMAT"].split("/")[-1]
+    quad = "fn epilogue4(" in shaders.shader_source(snippets["EPILOGUE"])
+    four = fmt.endswith("_tex") and four_rows(fmt, params["R"], params["ROWS"])
     out = dict(params)
-    if "ROW_DOTS" in params:
-        out.update(matvec_rows(params["R"], False))
-    if "TILE" in params:
-        out["TILE"] = tile_code(params["R"], params["TB"], 8 if params.get("LANE") else 0, False,
-                                "norm_w" in params.get("X_BINDING", ""))
+    try:
+        if "ROW_DOTS" in params:
+            out.update(matvec_rows(params["R"], four, quad))
+        if "TILE" in params:
+            out["TILE"] = tile_code(params["R"], params["TB"], 8 if params.get("LANE") else 0, four,
+                                    "norm_w" in params.get("X_BINDING", ""), quad)
+    except ValueError as e:
+        raise CompileError(str(e)) from e
     return out
 
 
@@ -126,9 +134,8 @@ def with_every_snippet(specs: list) -> list:
                 fits = []
                 for n, params, sn in specs:
                     if n == name and slot in sn:
-                        if slot == "FORMAT":
-                            params = for_format(params, snippet)
                         try:
+                            params = for_snippets(params, {**sn, slot: snippet})
                             fits.append((len(compose(n, params, {**sn, slot: snippet})), params, {**sn, slot: snippet}))
                         except CompileError:
                             pass

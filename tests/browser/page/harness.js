@@ -57,14 +57,14 @@ const harness = (() => {
         return {binding, visibility: GPUShaderStage.COMPUTE,
                 texture: {sampleType: "unfilterable-float", viewDimension: "2d"}};
       }
-      if (kind === "texture-rg32-write") {
+      if (kind === "texture-rgba32-write") {
         return {binding, visibility: GPUShaderStage.COMPUTE,
-                storageTexture: {access: "write-only", format: "rg32float", viewDimension: "2d"}};
+                storageTexture: {access: "write-only", format: "rgba32float", viewDimension: "2d"}};
       }
       const type = BUFFER_TYPES[kind];
       if (!type) {
         throw new Error(`unknown binding kind ${kind} (use ${Object.keys(BUFFER_TYPES)}, texture-uint, texture-float, ` +
-                        "texture-rg32-write)");
+                        "texture-rgba32-write)");
       }
       return {binding, visibility: GPUShaderStage.COMPUTE, buffer: {type}};
     });
