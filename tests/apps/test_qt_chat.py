@@ -338,8 +338,8 @@ def test_the_heartbeat_catches_generation_on_the_ui_thread(qt, default_model):
     beat = Heartbeat(QtCore)
     done: list = []
 
-    def blocking_slot() -> None:
-        done.append(default_model.generate("Once upon a time", max_tokens=4).run())
+    def blocking_slot() -> None:  # 16 tokens: several times the 200 ms asserted (4 took ~200 ms on a quiet VM)
+        done.append(default_model.generate("Once upon a time", max_tokens=16).run())
 
     try:
         t0 = beat.beat()

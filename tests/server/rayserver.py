@@ -16,8 +16,11 @@ from tests.server.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # one lavapipe thread per replica (two replicas share this machine's two cores); Ray's default token auth, named
-# so that a second driver (the kill test's) joins with the token Ray saved in ~/.ray
-ENV = {**os.environ, "LP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "RAY_AUTH_MODE": "token"}
+# so that a second driver (the kill test's) joins with the token Ray saved in ~/.ray. Ray waits 30 s for its GCS
+# server's port by default: a clean clone's suite on the 2-core VM once saw the two-node test's head miss it
+# while the machine was loaded; 120 s is what Ray itself takes for a slower (rocksdb) GCS start.
+ENV = {**os.environ, "LP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "RAY_AUTH_MODE": "token",
+       "RAY_gcs_server_port_wait_time_s": "120"}
 
 
 class RayServer:
