@@ -23,7 +23,7 @@ from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix, weight_bindings
-from .shaders import shader_source
+from .shaders import takes_row_quads
 from .shader_code import decode_lane_code, four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
@@ -327,13 +327,13 @@ class Kernels:
                 per -= 1
             groups = [(t0, min(per, tokens - t0)) for t0 in range(0, tokens, per)]
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
-        quad = "fn epilogue4(" in shader_source(f"epilogues/{epilogue}")  # four rows an epilogue call
+        quad = takes_row_quads(f"epilogues/{epilogue}")
         for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
             snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}", **(ep_snippets or {})}
             R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"),
                                              tokens=tokens)
-            if quad and (R % 4 or row0 % 4):
-                raise ValidationError(f"internal: epilogues/{epilogue} takes row quads; R={R}, first row {row0}")
+            if quad and row0 % 4:  # (R itself is checked where the calls are written: shader_code.epilogue_calls)
+                raise ValidationError(f"internal: epilogues/{epilogue} takes row quads; its chunk starts at row {row0}")
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
                 window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)

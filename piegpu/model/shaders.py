@@ -99,6 +99,11 @@ def standard_wgsl(src: str) -> str:
     return "enable subgroups;\n" + src if _SUBGROUP.search(src) else src
 
 
+def takes_row_quads(epilogue: str) -> bool:
+    """Whether the matvec epilogue snippet `epilogue` ("epilogues/rope_kv") takes four rows a call (it defines
+    epilogue4; shader_code.epilogue_calls) instead of two."""
+    return "fn epilogue4(" in shader_source(epilogue)
+
 def binding_kinds(src: str) -> list:
     """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint' | 'texture-float' |
     'texture-rgba32-write')] declared in a WGSL source."""

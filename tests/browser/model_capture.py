@@ -102,7 +102,7 @@ def for_snippets(params: dict, snippets: dict) -> dict:
     if "FORMAT" not in snippets or "EPILOGUE" not in snippets:
         return params
     fmt = snippets["FORMAT"].split("/")[-1]
-    quad = "fn epilogue4(" in shaders.shader_source(snippets["EPILOGUE"])
+    quad = shaders.takes_row_quads(snippets["EPILOGUE"])
     four = fmt.endswith("_tex") and four_rows(fmt, params["R"], params["ROWS"])
     out = dict(params)
     try:
