@@ -16,6 +16,7 @@ const KR: u32 = {{KR}}u;
 const HD: u32 = {{HD}}u;
 const P: u32 = (QR + 2u * KR) / 4u;  // row quads per token (QR, KR: multiples of HD, itself of 4)
 //! include blocks/pages
+//! include blocks/rope_quad
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -28,10 +29,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let pos = min(tables[tb] + t, tables[tb + 1u] - 1u);
   var v = qkv[tok * P + p];
   let r = p * 4u;
-  if (r < QR + KR) {
-    let cs = rope[pos * (HD / 4u) + (r % HD) / 4u];
-    v = vec4<f32>(v.x * cs.x - v.y * cs.y, v.y * cs.x + v.x * cs.y, v.z * cs.z - v.w * cs.w, v.w * cs.z + v.z * cs.w);
-  }
+  if (r < QR + KR) { v = rope_quad(v, pos, r); }
   if (r < QR) {
     q[tok * (QR / 4u) + p] = v;
     return;

@@ -11,14 +11,12 @@ const QR: u32 = {{QR}}u;
 const KR: u32 = {{KR}}u;
 const HD: u32 = {{HD}}u;
 //! include blocks/pages
+//! include blocks/rope_quad
 
 fn epilogue4(t: u32, r: u32, a: f32, b: f32, c: f32, d: f32) {
   let pos = min(tables[0] + t, tables[1] - 1u);  // tables[1]: the working set's positions
   var v = vec4<f32>(a, b, c, d);
-  if (r < QR + KR) {
-    let cs = rope[pos * (HD / 4u) + (r % HD) / 4u];
-    v = vec4<f32>(a * cs.x - b * cs.y, b * cs.x + a * cs.y, c * cs.z - d * cs.w, d * cs.z + c * cs.w);
-  }
+  if (r < QR + KR) { v = rope_quad(v, pos, r); }
   if (r < QR) {
     q[(t * QR + r) / 4u] = v;
   } else if (r < QR + KR) {
