@@ -24,6 +24,7 @@ import contextvars
 import itertools
 import queue
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -46,12 +47,16 @@ def _native():
 
 _NATIVE = _native()
 _STATUS: dict = {}  # map request key -> status once its callback ran (None while pending)
+_MAPPED = threading.Condition()  # notified as each map callback runs
 _KEYS = itertools.count(1)
+MAP_WAIT_S = 60.0  # a finished buffer's map callback that no poll runs in this long: an error, not a hang
 
 if _NATIVE is not None:
     @_NATIVE[1].callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
     def _mapped(status, _message, key, _userdata2):  # any thread that polls the device may run it
-        _STATUS[int(_NATIVE[1].cast("uintptr_t", key))] = int(status)
+        with _MAPPED:
+            _STATUS[int(_NATIVE[1].cast("uintptr_t", key))] = int(status)
+            _MAPPED.notify_all()
 
 
 def blocking_context() -> contextvars.Context:
@@ -180,8 +185,13 @@ def read_done(device, buf, nbytes: int) -> np.ndarray:
     lib.wgpuBufferMapAsync(buf._internal, lib.WGPUMapMode_Read, 0, nbytes, info[0])
     _poll(device, None)  # runs the callback: the buffer's work is done
     status = _STATUS.get(key)
-    if status is None:  # resolved by another thread's poll in between, or still pending: wait for it
+    deadline = time.monotonic() + MAP_WAIT_S
+    # Still None: another thread's poll took the callback from wgpu-core and has not run it yet (it runs it once
+    # it has the GIL), or the map is pending. Poll again and wait for whichever thread runs it.
+    while status is None and time.monotonic() < deadline:
         lib.wgpuDevicePoll(device._internal, True, ffi.NULL)
+        with _MAPPED:
+            _MAPPED.wait_for(lambda: _STATUS.get(key) is not None, timeout=0.01)
         status = _STATUS.get(key)
     _STATUS.pop(key, None)
     if status != lib.WGPUMapAsyncStatus_Success:
