@@ -62,7 +62,7 @@ def main() -> None:
     elif args.batch == 1:
         logits, plan = g.dispatch_plan(wss[0], 1, tokens, (0, 1))
     else:
-        logits, plan = g.batch_plan([(ws, i, 1) for i, ws in enumerate(wss)], tokens, [(i, 1) for i in range(args.batch)])
+        logits, plan, *_ = g.batch_plan([(ws, i, 1) for i, ws in enumerate(wss)], tokens, [(i, 1) for i in range(args.batch)])
         plan = [e for e in plan if e[3] != "advance"]  # replaying the length advance would move the context
     roles = defaultdict(list)
     for entry in plan:

@@ -14,13 +14,11 @@
 @group(0) @binding(1) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]
 @group(0) @binding(2) var<uniform> seqs: array<vec4<u32>, {{SEQS}}>;  // per sequence: (tokens = 1, its token, row, -)
 @group(0) @binding(3) var<storage, read> rope: array<vec2<f32>>;     // [position][HD / 2] (cos, sin)
-@group(0) @binding(4) var<storage, read_write> kc: array<vec4<f32>>;  // [pool row][kv_heads * HD]
-@group(0) @binding(5) var<storage, read_write> vc: array<vec4<f32>>;
+{{KV_RW}}
 @group(0) @binding(6) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
-// KV in storage buffers only: this kernel writes the token's K and V and reads the others' in one
-// dispatch (with KV textures the batched pass runs rope_kv_seqs.wgsl, then attention_decode_lanes.wgsl)
-fn k_at(i: u32) -> vec4<f32> { return kc[i]; }
-fn v_at(i: u32) -> vec4<f32> { return vc[i]; }
+// KV in storage buffers only (blocks/kv_rw_storage*.wgsl, at bindings 4 and 5): this kernel writes the
+// token's K and V and reads the others' in one dispatch (with KV textures the batched pass runs
+// rope_kv_seqs.wgsl, then attention_decode_lanes.wgsl)
 
 const HD: u32 = {{HD}}u;
 //! include blocks/attention_consts

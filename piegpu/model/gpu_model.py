@@ -18,7 +18,8 @@ from ..kernel import channel_layout
 from ..errors import ModelError, ValidationError
 from ..runtime.dispatch import Recorder, UniformParams, replay
 from ..runtime.device import MODEL_CLOSED
-from .forward import forward, forward_batch
+from .batch_plan import BatchPlan, build as build_batch_plan, reseat as reseat_plan
+from .forward import forward
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
 from .kv_pool import PAGE_TOKENS, KvPool
@@ -317,23 +318,18 @@ class GpuModel:
         want = 4 * (os.cpu_count() or 2) if self.dev.is_cpu else 64
         return max(1, min(MAX_SPLITS, -(-want // wgs)))
 
-    def batch_plan(self, seqs: list, tokens, readout: list, hidden: bool = False) -> tuple:
-        """(logits buffer, dispatch plan) of a pass over several sequences (see model/forward.py forward_batch).
+    def batch_plan(self, seqs: list, tokens, readout: list, hidden: bool = False) -> BatchPlan:
+        """The plan of a pass over several sequences (see model/forward.py forward_batch).
 
         `seqs` = [(working set, first token, tokens)] in pass order; `readout` = [(first row, rows)] per
         sequence, rows relative to the pass; `hidden`: store their final-normed rows too (readout_buffer).
         The caller caches the plan (apart for each `hidden`) and advances each working set.
         """
-        T = sum(n for _, _, n in seqs)
-        rows = sum(r for _, r in readout)
-        if T < 2:
-            raise ValidationError("internal: a batched pass has at least two tokens")
-        s = self.scratch(T, rows)  # a batched pass always takes the token-group (prefill) kernels
-        rec = Recorder(self.device, s.binds)
-        k = Kernels(self, rec, T, scope=(T, rows))
-        forward_batch(k, self, seqs, s, tokens, readout, hidden)
-        k.advance_seqs(seqs)  # one dispatch for every sequence's length
-        return s.logits, rec.plan
+        return build_batch_plan(self, seqs, tokens, readout, hidden)
+
+    def reseat(self, plan: BatchPlan, wss: list) -> BatchPlan | None:
+        """`plan` moved to the working sets `wss` (one per sequence, in pass order), or None: rebuild it."""
+        return reseat_plan(self.device, plan, wss)
 
     def encode_advance(self, cpass, ws: WorkingSet, T: int, keep=None) -> int:
         """Record state[0] += T after a pass, or += the count in channel buffer `keep` (at most T)."""

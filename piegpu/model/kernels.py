@@ -49,7 +49,7 @@ class Kernels:
         self.decode = T == 1
         self.scope = scope  # prefix of every bind-group key: what the pass's buffers depend on
         self.splits = splits  # runs of positions a decode attention is split into (decode_splits)
-        self._uniforms: dict = {}  # this plan's per-sequence uniforms (_seqs)
+        self.seats: dict = {}  # this plan's per-sequence uniforms (_seqs): values -> buffer (model/batch_plan.py)
 
     # ---- the steps ------------------------------------------------------------------------
     def embed(self, table: GpuMatrix, tokens, out, binds: dict) -> None:
@@ -99,17 +99,18 @@ class Kernels:
         One sequence binds its own row (offset 0), so the shared uniform does not depend on which working
         set it is; several bind the whole table, and their uniform -- which names their rows -- is made for
         this plan and lives as long as its bind groups (not in the model's cache of uniforms, which every
-        new composition would grow).
+        new composition would grow); model/batch_plan.py rewrites it when the rows change hands.
         """
         if len(seqs) == 1:
             ws, first, n = seqs[0]
             return self.gpu.params(n, first, 0, 0), ws.state
         values = tuple(v for ws, first, n in seqs for v in (n, first, ws.state[1] // 4, 0))
-        buf = self._uniforms.get(values)
+        buf = self.seats.get(values)
         if buf is None:
             import wgpu
-            buf = self._uniforms[values] = self.gpu.device.create_buffer_with_data(
-                data=np.array(values, np.uint32).tobytes(), usage=wgpu.BufferUsage.UNIFORM, label="seqs")
+            buf = self.seats[values] = self.gpu.device.create_buffer_with_data(
+                data=np.array(values, np.uint32).tobytes(), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST,
+                label="seqs")
         return buf, self.gpu.kv.tables
 
     def _attention_params(self, window: int) -> dict:
@@ -175,8 +176,9 @@ class Kernels:
         pool = self.gpu.kv
         params = self._attention_params(window)
         hg = lane_heads(params["GROUP"])
-        k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": len(seqs),
-                                                         "ATTEND": decode_lane_code(c.head_dim // 4, hg, True)})
+        k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": len(seqs), "KC": 4, "VC": 5,
+                                                         "ATTEND": decode_lane_code(c.head_dim // 4, hg, True)},
+                                {"KV_RW": pool.store.rw_snippet})
         uniform, tables = self._seqs(seqs)
         bufs = {0: qkv, 1: out, 2: uniform, 3: rope, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
         self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, len(seqs)), "attention")

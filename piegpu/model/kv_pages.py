@@ -33,6 +33,7 @@ class StoragePages:
 
     read_snippet = "blocks/kv_read_storage"
     write_snippet = "blocks/kv_write_storage"
+    rw_snippet = "blocks/kv_rw_storage"  # read and written by one kernel (rope_attention_lanes.wgsl)
 
     def __init__(self, device, layers: int, rows: int, kr: int, page: int):
         import wgpu

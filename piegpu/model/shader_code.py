@@ -168,12 +168,12 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False)
         add("  let row = tok * (QR4 + 2u * KR4);")
         add("  let kvb = (head / GROUP) * HD4;")
         add("  let at = kv_row(tb, pos) * KR4 + kvb;")
-        for c in parts:
-            add(f"  let kn{c} = rot(qkv[row + QR4 + kvb + {idx[c]}], pos, {idx[c]});")
-            add(f"  let vn{c} = qkv[row + QR4 + KR4 + kvb + {idx[c]}];")
+        for c in parts:  # (kv_round: as stored, so the token's own K and V equal what later tokens read)
+            add(f"  let kn{c} = kv_round(rot(qkv[row + QR4 + kvb + {idx[c]}], pos, {idx[c]}));")
+            add(f"  let vn{c} = kv_round(qkv[row + QR4 + KR4 + kvb + {idx[c]}]);")
             add(f"  if (head % GROUP == 0u && {mine[c]}) {{")
-            add(f"    kc[at + {8 * c}u + lane] = kn{c};")
-            add(f"    vc[at + {8 * c}u + lane] = vn{c};")
+            add(f"    k_put(at + {8 * c}u + lane, kn{c});")
+            add(f"    v_put(at + {8 * c}u + lane, vn{c});")
             add("  }")
         qv = "rot(qkv[row + (head + {h}u) * HD4 + {i}], pos, {i})"
         qo = "tok * QR4 + head * HD4"

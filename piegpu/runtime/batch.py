@@ -45,6 +45,8 @@ from .window import check_window, default_window
 from .forward import ForwardPass, StateGeometry
 from .session import prefill_together
 
+KEPT_PASSES = 8  # decode passes a Batch keeps, by (rows, sampling key), for later compositions of that shape
+
 @dataclass(eq=False)
 class Sequence:
     """One sequence of a Batch: its session, settings, the tokens it drew, and where they go."""
@@ -95,6 +97,7 @@ class _DecodePass:
     top_out: tuple | None  # (log-probabilities [B, K], token ids [B, K]) of each row's K most likely tokens
     carry_out: Channel | None = None  # each row's carried sampler state after the pass (Mirostat's mu)
     fresh: bool = True  # no run has started from it yet (its channels need the host's first cells)
+    size: int = 0  # its rows (wss is empty while it is parked)
 
     @property
     def outputs(self) -> tuple:
@@ -110,7 +113,8 @@ class BatchStats:
     decode_passes: int = 0
     prefill_passes: int = 0
     rows: int = 0  # decode rows summed over passes
-    compositions: int = 0  # distinct sets of working sets a decode pass was built for
+    compositions: int = 0  # distinct sets of working sets a decode pass ran over
+    reseated: int = 0  # of those, the ones that took over a kept pass of as many rows (no new plan)
     runs: int = 0  # decode runs (a composition decoding until it changes)
     host_waits: int = 0  # host reads of decoded tokens (one per window of passes)
     discarded: int = 0  # row tokens computed after their row finished, thrown away
@@ -134,7 +138,7 @@ class Batch:
         self.sequences: list = []  # in the order they joined
         self.stats = BatchStats()
         self.interrupt: Callable[[], bool] | None = None  # asked at each read: True ends the run (to admit others)
-        self._decode: _DecodePass | None = None  # the last composition's pass (reused while it stays)
+        self._decodes: list = []  # decode passes by (rows, sampling key), most recent last (see _decode_pass_for)
 
     # ---- joining ----------------------------------------------------------------------------
     def add(self, prompt: list, params, max_tokens: int, stop_ids=(), on_token: Callable | None = None,
@@ -243,8 +247,22 @@ class Batch:
             return False
 
     def _decode_pass_for(self, wss: list, key) -> _DecodePass:
-        d = self._decode
-        if d is not None and d.key == key and len(d.wss) == len(wss) and all(a is b for a, b in zip(d.wss, wss)):
+        """The decode pass of these working sets: the last one of as many rows and the same sampling key,
+        its rows handed to these working sets if they changed (Pipeline.rebind: no new trace, compile or
+        plan; the rows restart from the host's view), else a new one (the oldest of KEPT_PASSES dropped)."""
+        d = next((d for d in self._decodes if d.size == len(wss) and d.key == key), None)
+        for other in self._decodes:  # the passes not taken let go of their working sets (and KV pages)
+            if other is not d and other.wss:
+                self.pipe.park(other.fwd)
+                other.wss = []
+        if d is not None:
+            self._decodes.remove(d)
+            self._decodes.append(d)
+            if len(d.wss) != len(wss) or not all(a is b for a, b in zip(d.wss, wss)):
+                self.pipe.rebind(d.fwd, wss)
+                d.wss, d.fresh = list(wss), True
+                self.stats.compositions += 1
+                self.stats.reseated += 1
             return d
         B = len(wss)
         cap = 2 * self.window  # the cells of one read plus the passes submitted meanwhile
@@ -276,9 +294,10 @@ class Batch:
                 top_out[1].put(idx)
             if carry_out is not None:
                 carry_out.put(rows.carried())
-        self._decode = _DecodePass(list(wss), key, fwd, tokens, rows, token_out, lp_out, top_out, carry_out)
+        d = _DecodePass(list(wss), key, fwd, tokens, rows, token_out, lp_out, top_out, carry_out, size=B)
+        self._decodes = self._decodes[-(KEPT_PASSES - 1):] + [d]
         self.stats.compositions += 1
-        return self._decode
+        return d
 
     async def _decode_run(self, ready: list) -> None:
         """Decode `ready` (one composition) until a row leaves or joins, the budget ends, or interrupt() says so."""
@@ -300,7 +319,7 @@ class Batch:
         try:
             await self.pipe.run_ahead(d.fwd, run.limit, run.on_pass, window=run.window, drain=run.draining)
         except BaseException:
-            self._decode = None  # the device state may be ahead of what the host accepted: start afresh
+            self._decodes.remove(d)  # the device state may be ahead of what the host accepted: start afresh
             raise
         finally:
             run.settle()

@@ -25,6 +25,7 @@ from . import waits
 from .dispatch import replay
 from .forward import ForwardPass, readout_rows_of, sequences_of
 from .interrupts import deferred_interrupts
+from .rebind import park, rebind
 from .records import PipelineStats, PreparedPass, SubmittedPass, UnsettledRun
 from .window import check_window, default_window
 
@@ -132,6 +133,16 @@ class Pipeline:
             bg = pp.binds[id(logits)] = self.device.create_bind_group(layout=pp.compiled.layout, entries=entries)
         return bg
 
+    def rebind(self, fwd: ForwardPass, working_sets) -> None:
+        """Point a pass over several sequences at as many other working sets, keeping its plans (runtime/rebind.py)."""
+        with self._device_work():
+            rebind(self, fwd, working_sets)
+
+    def park(self, fwd: ForwardPass) -> None:
+        """Let a pass drop its working sets (their KV pages) until rebind gives it others."""
+        with self._device_work():
+            park(self, fwd)
+
     # ---- one pass ----------------------------------------------------------------------------
     def _blocked(self, pp: PreparedPass) -> str | None:
         """Why the pass cannot be submitted now (None if it can)."""
@@ -179,9 +190,8 @@ class Pipeline:
                 if hit is None:
                     seqs = [(ref(), first, count) for ref, (first, count) in zip(pp.wss, pp.seqs)]
                     hit = pp.plans[key] = self.gpu.batch_plan(seqs, tokens, pp.readout, pp.hidden)
-                logits, plan = hit
-                replay(cpass, plan)
-                n = len(plan) + pp.compiled.encode(cpass, self._bind_group(pp, logits))
+                replay(cpass, hit.plan)
+                n = len(hit.plan) + pp.compiled.encode(cpass, self._bind_group(pp, hit.logits))
             cpass.end()
             return enc.finish(), n
         except Exception as e:

@@ -121,3 +121,9 @@ class DeviceModel(Protocol):
 
     def encode_advance(self, cpass, ws, T: int, keep=None) -> int:
         """Record the KV length advance after a pass; returns the dispatch count."""
+
+    def batch_plan(self, seqs: list, tokens, readout: list, hidden: bool = False):
+        """The plan of a pass over several sequences: .logits (buffer) and .plan (dispatches) at least."""
+
+    def reseat(self, plan, wss: list):
+        """`plan` (of batch_plan) moved to the working sets `wss` (in pass order), or None: build it again."""

@@ -88,6 +88,36 @@ def test_rows_leave_at_stop_ids_and_budgets_mid_window(tiny, window1, window):
     assert batch.stats.compositions >= 4
 
 
+@pytest.mark.parametrize("window", [1, 4])
+def test_rows_that_change_hands_keep_the_decode_pass_and_give_each_rows_own_tokens(tiny, window):
+    """max_batch 2: as a row leaves, a waiting sequence takes it. The decode pass of two rows is kept and
+    handed over (Batch.stats.reseated: no new trace or plan), each row restarting from its own state (seeded
+    sampling rows, penalties). A sequence that joins mid-run holds more positions than any working set before
+    it, so more than the kept plan's RoPE table covered: that plan is built again. Every sequence gets exactly
+    its tokens alone."""
+    vocab = tiny.config.vocab_size
+    long_ids = tiny.tokenizer.encode(" ".join(str((7 * i) % 290 + 3) for i in range(150))).ids
+    params = [RowParams(0.9, top_p=0.8, seed=10 + i, repetition_penalty=1.2) for i in range(len(PROMPTS) + 1)]
+    budgets = [3, 9, 4, 6, 2, 5, 4]
+    rows = [(ids, p, n, ()) for ids, p, n in zip(_ids(tiny) + [long_ids], params, budgets)]
+    batch = Batch(tiny, RowSampling(vocab), max_batch=2, window=window)
+    late = []
+
+    def join_long(seq, tok):  # the long sequence's working set is made after the first plans were
+        if len(seq.tokens) == 2 and not late:
+            ids, p, n, _ = rows[-1]
+            late.append(batch.add(ids, p, n, row_state=RowState(p, vocab, ids)))
+        return True
+
+    seqs = [batch.add(ids, p, n, row_state=RowState(p, vocab, ids), on_token=join_long if i == 1 else None)
+            for i, (ids, p, n, _) in enumerate(rows[:-1])]
+    run_sync(batch.run())
+    alone = [_out(_run(tiny, [r], 1)[1])[0] for r in rows]
+    _close(_out(seqs + late), alone)
+    assert batch.stats.reseated >= 3 and batch.stats.compositions > batch.stats.reseated
+    assert len([d for d in batch._decodes if d.size == 2]) == 1  # one pass of two rows served them all
+
+
 @pytest.mark.parametrize("window", [2, 4])
 def test_rows_join_mid_run_and_a_cancel_ends_a_row_at_once(tiny, window1, window):
     rows, alone, _ = window1
