@@ -63,9 +63,10 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=32, help="tokens generated per run")
     ap.add_argument("--runs", type=int, default=3, help="rounds (each round runs every context once)")
     ap.add_argument("--json", metavar="FILE", help="write the numbers to FILE")
+    ap.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32", help="how K and V are stored")
     args = ap.parse_args()
     contexts = [int(c) for c in args.contexts.split(",") if c.strip()]
-    model = load_model(verbose=False)
+    model = load_model(verbose=False, kv_dtype=args.kv_dtype)
     assert len(model.tokenizer.encode(TAIL).ids) == 1, "TAIL must be one token"
     limit = model.config.max_position_embeddings
     assert all(2 <= c and c + args.new + 16 <= limit for c in contexts), f"contexts must fit in {limit}"

@@ -46,8 +46,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="sequences in the decode pass")
     ap.add_argument("--prefill", type=int, default=0, help="tokens of one prompt pass (instead of decode)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32", help="how K and V are stored")
     args = ap.parse_args()
-    model = load_model(verbose=False)
+    model = load_model(verbose=False, kv_dtype=args.kv_dtype)
     g = model.gpu
     context = [(7 * i) % 1000 + 100 for i in range(args.context)]
     n = 1 if args.prefill else args.batch

@@ -65,7 +65,7 @@ class NullTokenizer:
 
 
 def tiny_model(cfg: LlamaConfig | None = None, seed: int = 0, fmt: str = "f32", max_binding: int | None = None,
-               kv_mb: float | None = None):
+               kv_mb: float | None = None, kv_dtype: str = "f32"):
     """(piegpu Model on the GPU, its numpy ReferenceModel) for a random tiny model."""
     from piegpu.model.gpu_model import GpuModel
     from piegpu.model.weights import weights_from_tensors
@@ -75,7 +75,7 @@ def tiny_model(cfg: LlamaConfig | None = None, seed: int = 0, fmt: str = "f32", 
     t = random_tensors(cfg, seed)
     if fmt == "f16":  # the reference sees exactly the f16-rounded weights the GPU uses
         t = {k: (v.astype(np.float16).astype(np.float32) if v.ndim == 2 else v) for k, v in t.items()}
-    gpu = GpuModel(weights_from_tensors(cfg, t, fmt), max_binding=max_binding, kv_mb=kv_mb)
+    gpu = GpuModel(weights_from_tensors(cfg, t, fmt), max_binding=max_binding, kv_mb=kv_mb, kv_dtype=kv_dtype)
     return Model(cfg, NullTokenizer(), gpu, "tiny", None), ReferenceModel(cfg, t)
 
 

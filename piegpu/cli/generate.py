@@ -120,7 +120,7 @@ def _sampler_program(args, value, options, constraint):
 def _cmd_generate(args) -> int:
     from ..textgen.model import load_model
     sampler, watermark, schema = _checked_options(args)  # fail before the model loads
-    model = load_model(args.model, verbose=True)
+    model = load_model(args.model, verbose=True, kv_dtype=args.kv_dtype)
     if args.speculative is not None:
         return _generate_speculative(model, args)
     t0 = time.perf_counter()
@@ -208,6 +208,8 @@ def add_parser(sub) -> None:
     g.add_argument("--seed", type=_int_at_least(0, 1 << 32), default=0)
     g.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    g.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32",
+                   help="how K and V are stored: f32 (exact, default) or f16 (half the bytes, rounded)")
     g.add_argument("--top-k", type=int, default=None)
     g.add_argument("--top-p", type=float, default=None)
     g.add_argument("--min-p", type=float, default=None)

@@ -42,7 +42,8 @@ def _kv_pool_line(d) -> None:
     per_page = kv_bytes_per_position(c) * PAGE_TOKENS
     print(f"KV pool of the default model: {mb} MiB by default (load_model(kv_mb=...), piegpu serve --kv-mb): "
           f"{mb * (1 << 20) // per_page} pages of {PAGE_TOKENS} positions, {per_page // 1024} KiB each, "
-          f"in {'textures' if d.texture_weights else 'storage buffers'}")
+          f"in {'textures' if d.texture_weights else 'storage buffers'}; with --kv-dtype f16 (load_model(kv_dtype="
+          f"'f16')) half the bytes a page")
 
 
 def _cmd_bench(args) -> int:

@@ -66,7 +66,7 @@ def _cmd_serve_ray(args) -> int:
     app = on_ray.build(model, replicas, model_id=args.model_id, affinity=not args.no_affinity,
                        num_cpus=args.replica_cpus, num_gpus=args.replica_gpus, autoscaling=autoscaling, env=env,
                        max_batch=args.max_batch, max_queue=args.max_queue, ctx=args.ctx, kv_mb=args.kv_mb,
-                       cache_mb=args.cache_mb, window=args.window, api_key=args.api_key, max_body=args.max_body,
+                       kv_dtype=args.kv_dtype, cache_mb=args.cache_mb, window=args.window, api_key=args.api_key, max_body=args.max_body,
                        **({"health_check_period_s": args.health_check_s} if args.health_check_s else {}))
     return on_ray.run(app, args.address, args.host, args.port, replicas, args.replica_cpus, args.replica_gpus,
                       lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -83,7 +83,7 @@ def _cmd_serve(args) -> int:
                           "'piegpu[ray]') or drop them")
     from ..textgen.model import load_model
     from ..server import serve
-    model = load_model(args.model, verbose=True, kv_mb=args.kv_mb)
+    model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
                  cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body, log_level="info" if args.verbose else "warning")
@@ -106,6 +106,9 @@ def add_parser(sub) -> None:
     s.add_argument("--kv-mb", type=_positive_megabytes, default=None, metavar="MB",
                    help="the KV page pool every sequence draws from, in MiB (default: two whole contexts, at most "
                         "1 GiB, an eighth of RAM on CPU adapters); requests wait while it is full")
+    s.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32",
+                   help="how K and V are stored: f32 (exact, default) or f16 (half the bytes: twice the positions "
+                        "in --kv-mb; values rounded to half precision)")
     s.add_argument("--cache-mb", type=_megabytes, default=512.0, metavar="MB",
                    help="most KV pages kept for prefix reuse, in MiB of the pool (512; 0 = off)")
     s.add_argument("--grace", type=float, default=5.0, help="seconds streams get to finish on shutdown (5)")

@@ -30,7 +30,7 @@ from .weights import ModelWeights
 from .working_set import WorkingSet
 
 MAX_PREFILL_TOKENS = 256  # tokens per pass of the host-driven forward(); longer prompts take several passes
-TEXEL_BYTES = {"rgba32uint": 16, "rgba32float": 16, "r32uint": 4, "r32float": 4}
+TEXEL_BYTES = {"rgba32uint": 16, "rgba32float": 16, "rg32uint": 8, "r32uint": 4, "r32float": 4}
 SPLIT_FROM = 256  # positions from which a one-sequence decode pass splits its attention (flash-decoding)
 MAX_SPLITS = 8
 
@@ -86,7 +86,7 @@ class GpuModel:
     """A model's weights on the device and the kernels of its forward pass."""
 
     def __init__(self, weights: ModelWeights, device=None, max_binding: int | None = None,
-                 kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS):
+                 kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, kv_dtype: str = "f32"):
         from ..runtime.device import get_device
         self.dev = device or get_device()
         self.device = self.dev.device
@@ -124,7 +124,7 @@ class GpuModel:
         matrices = [m for L in self.layers for m in (L.qkv, L.o, L.gate_up, L.down)]
         matrices += [self.embed] + ([] if self.lm_head is self.embed else [self.lm_head])
         self.weight_bytes = sum(m.nbytes for m in matrices)
-        self.kv = KvPool(self, kv_mb, page_tokens, textures)  # every working set's KV pages
+        self.kv = KvPool(self, kv_mb, page_tokens, textures, kv_dtype)  # every working set's KV pages
         self._working_sets = weakref.WeakSet()  # released with everything else
         self.closed = False
 

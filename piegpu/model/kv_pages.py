@@ -1,5 +1,10 @@
 """Where the KV pool's pages live on the device: storage buffers, or rgba32float textures on CPU adapters.
 
+load_model(kv_dtype="f16") stores K and V rounded to half precision, half the bytes: words of two f16
+(pack2x16float, round to nearest even), in storage buffers or rg32uint textures (a texel one vec4:
+blocks/kv_*_f16.wgsl). Not rgba16float textures: lavapipe's stores into them round toward zero (half the
+values off by one ulp), which doubled the logits' error against a half-precision reference cache.
+
 Both hold, per layer, K and V as pool rows of KR floats (row = page * page_tokens + position in the
 page). Kernels reach them through the WGSL of shaders/blocks/kv_{read,write}_{storage,texture}.wgsl
 (k_at / v_at read vec4 i, k_put / v_put write vec4 j), so one attention source and one writer source
@@ -29,26 +34,27 @@ def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE) -> int:
 
 
 class StoragePages:
-    """K and V of every layer in storage buffers."""
+    """K and V of every layer in storage buffers: f32, or f16 pairs packed in words (`half`)."""
 
-    read_snippet = "blocks/kv_read_storage"
-    write_snippet = "blocks/kv_write_storage"
-    rw_snippet = "blocks/kv_rw_storage"  # read and written by one kernel (rope_attention_lanes.wgsl)
-
-    def __init__(self, device, layers: int, rows: int, kr: int, page: int):
+    def __init__(self, device, layers: int, rows: int, kr: int, page: int, half: bool = False):
         import wgpu
         self.device, self.kr, self.page = device, kr, page
+        self.value_bytes = 2 if half else 4
+        tail = "_f16" if half else ""
+        self.read_snippet, self.write_snippet = f"blocks/kv_read_storage{tail}", f"blocks/kv_write_storage{tail}"
+        self.rw_snippet = f"blocks/kv_rw_storage{tail}"  # read and written by one kernel (rope_attention_lanes.wgsl)
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-        self.keys = [device.create_buffer(size=rows * kr * 4, usage=use, label=f"kv-pool.k{i}") for i in range(layers)]
-        self.values = [device.create_buffer(size=rows * kr * 4, usage=use, label=f"kv-pool.v{i}")
-                       for i in range(layers)]
+        size = rows * kr * self.value_bytes
+        self.keys = [device.create_buffer(size=size, usage=use, label=f"kv-pool.k{i}") for i in range(layers)]
+        self.values = [device.create_buffer(size=size, usage=use, label=f"kv-pool.v{i}") for i in range(layers)]
         # a page of every layer on its way from one page to another (a buffer cannot copy into itself)
-        self._staging = device.create_buffer(size=2 * layers * page * kr * 4, usage=use, label="kv-pool.staging")
+        self._staging = device.create_buffer(size=2 * layers * page * kr * self.value_bytes, usage=use,
+                                             label="kv-pool.staging")
         self.params: dict = {}
 
     def copy(self, enc, src: int, dst: int, n: int) -> None:
         """Record copies of positions 0..n-1 of page `src` into page `dst`, every layer's K and V."""
-        page_bytes, nbytes = self.page * self.kr * 4, n * self.kr * 4
+        page_bytes, nbytes = self.page * self.kr * self.value_bytes, n * self.kr * self.value_bytes
         bufs = self.keys + self.values
         for i, buf in enumerate(bufs):
             enc.copy_buffer_to_buffer(buf, src * page_bytes, self._staging, i * page_bytes, nbytes)
@@ -57,21 +63,21 @@ class StoragePages:
 
 
 class TexturePages:
-    """K and V of every layer in rgba32float textures, `per_row` pool rows a texture row."""
+    """K and V of every layer in rgba32float (or, `half`, rg32uint: 4 f16) textures, `per_row` pool rows a texture row."""
 
-    read_snippet = "blocks/kv_read_texture"
-    write_snippet = "blocks/kv_write_texture"
-
-    def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int):
+    def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int, half: bool = False):
         import wgpu
         self.device, self.kr, self.page, self.per_row = device, kr, page, per_row
+        fmt = wgpu.TextureFormat.rg32uint if half else wgpu.TextureFormat.rgba32float
+        tail = "_f16" if half else ""
+        self.read_snippet, self.write_snippet = f"blocks/kv_read_texture{tail}", f"blocks/kv_write_texture{tail}"
         self.width = per_row * kr // 4  # texels a texture row (a texel: 4 floats)
         height = -(-rows // per_row)  # within the adapter's limit: KvPool chose textures only then
         use = (wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_SRC
                | wgpu.TextureUsage.COPY_DST)
 
         def texture(label, w, h):
-            return device.create_texture(size=(w, h, 1), format=wgpu.TextureFormat.rgba32float, usage=use, label=label)
+            return device.create_texture(size=(w, h, 1), format=fmt, usage=use, label=label)
         self.key_textures = [texture(f"kv-pool.k{i}", self.width, height) for i in range(layers)]
         self.value_textures = [texture(f"kv-pool.v{i}", self.width, height) for i in range(layers)]
         self.keys = [t.create_view() for t in self.key_textures]

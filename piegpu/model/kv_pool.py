@@ -30,9 +30,21 @@ DEFAULT_CONTEXTS = 2  # the default pool holds this many sequences of the model'
 DEFAULT_MAX_MB = 1024  # ... up to this many MiB (or an eighth of RAM on CPU adapters)
 
 
-def kv_bytes_per_position(config) -> int:
-    """Bytes of K and V of one position over every layer (f32)."""
-    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * 4
+KV_DTYPES = {"f32": 4, "f16": 2}  # how K and V are stored: bytes a value
+
+
+def check_kv_dtype(kv_dtype) -> str:
+    """kv_dtype as one of KV_DTYPES (ValidationError otherwise)."""
+    if not isinstance(kv_dtype, str) or kv_dtype not in KV_DTYPES:
+        raise ValidationError(f"kv_dtype={kv_dtype!r}: K and V are stored as 'f32' or 'f16'. Fix: kv_dtype='f16' "
+                              "halves the pool's bytes a position (values rounded to half precision), 'f32' (the "
+                              "default) keeps them exact")
+    return kv_dtype
+
+
+def kv_bytes_per_position(config, kv_dtype: str = "f32") -> int:
+    """Bytes of K and V of one position over every layer."""
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * KV_DTYPES[kv_dtype]
 
 
 def check_page_tokens(page_tokens) -> int:
@@ -51,10 +63,11 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def default_kv_mb(config, is_cpu: bool) -> int:
+def default_kv_mb(config, is_cpu: bool, kv_dtype: str = "f32") -> int:
     """The pool size when none is given: DEFAULT_CONTEXTS whole contexts, at most DEFAULT_MAX_MB MiB
     (on CPU adapters, whose memory is the host's, at most an eighth of RAM), never below one context."""
-    one = -(-kv_bytes_per_position(config) * (config.max_position_embeddings + 2 * PAGE_TOKENS) // (1 << 20))
+    one = -(-kv_bytes_per_position(config, kv_dtype) * (config.max_position_embeddings + 2 * PAGE_TOKENS)
+            // (1 << 20))
     cap = DEFAULT_MAX_MB
     ram = _ram_bytes() if is_cpu else None
     if ram:
@@ -62,16 +75,17 @@ def default_kv_mb(config, is_cpu: bool) -> int:
     return max(one, min(DEFAULT_CONTEXTS * one, cap))
 
 
-def pool_pages(config, kv_mb, page_tokens: int, is_cpu: bool) -> tuple:
-    """(page_tokens, pages) of a pool of kv_mb MiB (None: default_kv_mb); ValidationError for a bad size or
-    page, or a pool that cannot hold one sequence of the model's whole context."""
+def pool_pages(config, kv_mb, page_tokens: int, is_cpu: bool, kv_dtype: str = "f32") -> tuple:
+    """(page_tokens, pages) of a pool of kv_mb MiB (None: default_kv_mb); ValidationError for a bad size,
+    page or dtype, or a pool that cannot hold one sequence of the model's whole context."""
     P = check_page_tokens(page_tokens)
+    kv_dtype = check_kv_dtype(kv_dtype)
     if kv_mb is None:
-        kv_mb = default_kv_mb(config, is_cpu)
+        kv_mb = default_kv_mb(config, is_cpu, kv_dtype)
     if isinstance(kv_mb, bool) or not isinstance(kv_mb, (int, float)) or not kv_mb > 0:
         raise ValidationError(f"kv_mb={kv_mb!r}: the KV pool size must be a number of MiB > 0. Fix: kv_mb=512, "
                               "or leave it out for the default")
-    per_page = kv_bytes_per_position(config) * P
+    per_page = kv_bytes_per_position(config, kv_dtype) * P
     pages = int(kv_mb * (1 << 20)) // per_page
     context = config.max_position_embeddings
     need = -(-context // P) + 1  # one whole context, and page 0
@@ -85,28 +99,31 @@ def pool_pages(config, kv_mb, page_tokens: int, is_cpu: bool) -> tuple:
 class KvPool:
     """The KV pages of one model: per-layer K/V buffers, the page tables, free lists and reference counts."""
 
-    def __init__(self, model, kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, textures: bool = False):
+    def __init__(self, model, kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, textures: bool = False,
+                 kv_dtype: str = "f32"):
         import wgpu
         c = model.config
         self.device = model.device
-        self.page, self.pages_total = P, _ = pool_pages(c, kv_mb, page_tokens, model.dev.is_cpu)
+        self.page, self.pages_total = P, _ = pool_pages(c, kv_mb, page_tokens, model.dev.is_cpu, kv_dtype)
+        self.dtype = kv_dtype
+        half = kv_dtype == "f16"
         kr = c.num_key_value_heads * c.head_dim
-        self.layer_page_bytes = P * kr * 4  # one layer's K (or V) of one page
-        self.bytes_per_page = kv_bytes_per_position(c) * P
+        self.layer_page_bytes = P * kr * KV_DTYPES[kv_dtype]  # one layer's K (or V) of one page
+        self.bytes_per_page = kv_bytes_per_position(c, kv_dtype) * P
         self.context = c.max_position_embeddings
         self.max_pages = -(-self.context // P)  # a table row's page entries
         rows = self.pages_total * P
         tex_limit = model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE)
         per_row = texture_rows(kr, P, tex_limit) if textures else 0
         if per_row and -(-rows // per_row) <= tex_limit:
-            self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row)
+            self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row, half)
         else:
             limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
             if self.pages_total * self.layer_page_bytes > limit:
                 most = limit // self.layer_page_bytes * self.bytes_per_page >> 20
                 raise ValidationError(f"kv_mb={kv_mb}: one layer's K pages would exceed this adapter's "
                                       f"{limit}-byte binding limit. Fix: kv_mb <= {most}")
-            self.store = StoragePages(self.device, c.num_hidden_layers, rows, kr, P)
+            self.store = StoragePages(self.device, c.num_hidden_layers, rows, kr, P, half)
         self.keys, self.values = self.store.keys, self.store.values  # per layer: what kernels bind
         self.textures = isinstance(self.store, TexturePages)
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -131,7 +148,7 @@ class KvPool:
     def stats(self) -> dict:
         """What model.kv_stats() returns."""
         return {"pages_total": self.pages_total - 1, "pages_used": self.pages_used, "pages_free": len(self._free),
-                "page_tokens": self.page, "bytes_per_page": self.bytes_per_page,
+                "page_tokens": self.page, "bytes_per_page": self.bytes_per_page, "kv_dtype": self.dtype,
                 "bytes_used": self.pages_used * self.bytes_per_page,
                 "bytes_total": (self.pages_total - 1) * self.bytes_per_page, "peak_pages_used": self.peak_used,
                 "shared_pages": int((self.refs[1:] > 1).sum()), "copied_positions": self.copied_positions,

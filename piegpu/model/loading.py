@@ -36,7 +36,7 @@ class LoadedParts:
 
 
 def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
-               page_tokens: int = PAGE_TOKENS) -> LoadedParts:
+               page_tokens: int = PAGE_TOKENS, kv_dtype: str = "f32") -> LoadedParts:
     """Read and upload the default model (None), a GGUF file (used in place), or a directory with
     config.json + safetensors."""
     from .default import DEFAULT_MODEL_NAME, default_gguf_path
@@ -74,9 +74,9 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
                            for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
         tensors = {k: _as_float(v) for k, v in tensors.items()}
         weights = weights_from_tensors(config, tensors, fmt)
-    pool_pages(config, kv_mb, page_tokens, is_cpu=False)  # a bad pool size fails before the upload
+    pool_pages(config, kv_mb, page_tokens, False, kv_dtype)  # a bad pool size or dtype fails before the upload
     _say(verbose, "uploading weights to the device")
-    gpu = GpuModel(weights, device, kv_mb=kv_mb, page_tokens=page_tokens)
+    gpu = GpuModel(weights, device, kv_mb=kv_mb, page_tokens=page_tokens, kv_dtype=kv_dtype)
     _say(verbose, f"{source} ready on {gpu.dev.name} ({gpu.weight_bytes / 1e6:.0f} MB of weights, "
                   f"{time.perf_counter() - t0:.1f} s)")
     return LoadedParts(config, tokenizer, gpu, source, template)

@@ -33,6 +33,7 @@ class KVCache:
     length: int = 0
     keys: list[np.ndarray] = field(default_factory=list)
     values: list[np.ndarray] = field(default_factory=list)
+    store: np.dtype | None = None  # K and V rounded through this dtype as they are stored (np.float16: kv_dtype "f16")
 
     def __post_init__(self) -> None:
         self.keys = [self._empty(16) for _ in range(self.num_layers)]
@@ -52,6 +53,8 @@ class KVCache:
                 grown = self._empty(capacity)
                 grown[:, : self.length] = store[layer][:, : self.length]
                 store[layer] = grown
+        if self.store is not None:
+            k, v = k.astype(self.store), v.astype(self.store)
         self.keys[layer][:, self.length : end] = k
         self.values[layer][:, self.length : end] = v
         return self.keys[layer][:, :end], self.values[layer][:, :end]
@@ -204,10 +207,11 @@ class ReferenceModel:
         config, weights = load_checkpoint(model_dir)
         return cls(config, weights, dtype)
 
-    def new_cache(self) -> KVCache:
-        """An empty KV cache for one sequence."""
+    def new_cache(self, kv_dtype: str = "f32") -> KVCache:
+        """An empty KV cache for one sequence; kv_dtype "f16" rounds K and V to half precision as stored."""
         c = self.config
-        return KVCache(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype)
+        store = {"f32": None, "f16": np.float16}[kv_dtype]
+        return KVCache(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype, store=store)
 
     def forward(self, token_ids: Sequence[int] | np.ndarray, cache: KVCache) -> np.ndarray:
         """Run tokens at positions cache.length.., append them to the cache; logits [n, vocab]."""

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable  # Python 3.11+; 3.10 has the same class in importlib.abc
 
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var(?:<(uniform|storage,\s*read_write|storage,\s*read)>\s*\w+"
-                      r"|\s+\w+\s*:\s*(texture_2d<u32>|texture_2d<f32>|texture_storage_2d<rgba32float,\s*write>))")
+                      r"|\s+\w+\s*:\s*(texture_2d<u32>|texture_2d<f32>|texture_storage_2d<(?:rgba32float|rg32uint),\s*write>))")
 _TEXTURE_KINDS = {"texture_2d<u32>": "texture-uint", "texture_2d<f32>": "texture-float"}
+_STORAGE_TEXTURES = {"rgba32float": "texture-rgba32-write", "rg32uint": "texture-rg32uint-write"}  # format -> kind
 
 
 @lru_cache(maxsize=None)
@@ -106,11 +107,11 @@ def takes_row_quads(epilogue: str) -> bool:
 
 def binding_kinds(src: str) -> list:
     """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint' | 'texture-float' |
-    'texture-rgba32-write')] declared in a WGSL source."""
+    'texture-rgba32-write' | 'texture-rg32uint-write')] declared in a WGSL source."""
     out = []
     for idx, kind, texture in _BINDING.findall(src):
         if texture:
-            kind = _TEXTURE_KINDS.get(texture, "texture-rgba32-write")
+            kind = _TEXTURE_KINDS.get(texture) or _STORAGE_TEXTURES[texture.split("<")[1].split(",")[0]]
         else:
             kind = "uniform" if kind == "uniform" else ("storage-rw" if "read_write" in kind else "storage-read")
         out.append((int(idx), kind))
@@ -130,9 +131,8 @@ class Kernel:
         textures = {"texture-uint": {"texture": {"sample_type": wgpu.TextureSampleType.uint, "view_dimension": "2d"}},
                     "texture-float": {"texture": {"sample_type": wgpu.TextureSampleType.unfilterable_float,
                                                   "view_dimension": "2d"}},
-                    "texture-rgba32-write": {"storage_texture": {"access": wgpu.StorageTextureAccess.write_only,
-                                                               "format": wgpu.TextureFormat.rgba32float,
-                                                               "view_dimension": "2d"}}}
+                    **{kind: {"storage_texture": {"access": wgpu.StorageTextureAccess.write_only, "format": fmt,
+                                                  "view_dimension": "2d"}} for fmt, kind in _STORAGE_TEXTURES.items()}}
         entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
                     **(textures[k] if k in textures else {"buffer": {"type": types[k]}})}
                    for i, k in self.bindings]

@@ -94,14 +94,14 @@ class PiegpuReplica:
     def __init__(self, model_path: str | None = None, model_id: str | None = None, max_batch: int = 16,
                  max_queue: int = 64, ctx: int | None = None, kv_mb: float | None = None,
                  cache_mb: float = 512.0, window: int | None = None, api_key: str | None = None,
-                 max_body: int = 4 << 20, env: dict | None = None):
+                 max_body: int = 4 << 20, env: dict | None = None, kv_dtype: str = "f32"):
         for k, v in (env or {}).items():  # before the device opens (LP_NUM_THREADS is read then)
             os.environ[k] = str(v)
         from ...textgen.model import load_model
         from .. import build_app, served_model_id
         from ..engine import Engine
         from ..grammar import Constraints
-        self.model = load_model(model_path, verbose=False, kv_mb=kv_mb)
+        self.model = load_model(model_path, verbose=False, kv_mb=kv_mb, kv_dtype=kv_dtype)
         with _asyncio_policy():
             self.engine = Engine(self.model, max_batch=max_batch, max_queue=max_queue, ctx=ctx, cache_mb=cache_mb,
                                  window=window)
