@@ -30,7 +30,7 @@ from .weights import ModelWeights
 from .working_set import WorkingSet
 
 MAX_PREFILL_TOKENS = 256  # tokens per pass of the host-driven forward(); longer prompts take several passes
-TEXEL_BYTES = {"rgba32uint": 16, "rgba32float": 16, "rg32uint": 8, "r32uint": 4, "r32float": 4}
+TEXEL_BYTES = {"rgba32uint": 16, "rgba32float": 16, "r32uint": 4, "r32float": 4}
 SPLIT_FROM = 256  # positions from which a one-sequence decode pass splits its attention (flash-decoding)
 MAX_SPLITS = 8
 

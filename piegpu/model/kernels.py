@@ -23,7 +23,7 @@ from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
 from .gpu_weights import GpuMatrix, weight_bindings
-from .shaders import takes_row_quads
+from .shaders import rows_per_call
 from .shader_code import decode_lane_code, four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
@@ -87,8 +87,9 @@ class Kernels:
         pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
         kv, kv_params = self._kv(True, 4)
-        self._matvec(w, x, self.T, norm, "rope_kv", {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page,
-                                                     **kv_params},
+        epilogue = "rope_kv8" if pool.store.octets else "rope_kv"  # KV textures of halves take 8 values a write
+        self._matvec(w, x, self.T, norm, epilogue, {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page,
+                                                    **kv_params},
                      {3: q, 4: pool.keys[layer], 5: pool.values[layer], 6: ws.state, 7: rope}, key, splits=(qr, kr),
                      binds=binds, ep_snippets=kv)
 
@@ -205,7 +206,7 @@ class Kernels:
                 split["PARTS"] = "@group(0) @binding(6) var<storage, read_write> parts: array<vec4<f32>>;"
                 bufs[6] = parts
             k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg, **split, "ATTEND": decode_lane_code(
-                c.head_dim // 4, hg, split=S > 1)}, kv)
+                c.head_dim // 4, hg, split=S > 1, octets=pool.store.octets)}, kv)
             heads //= hg
         else:
             bufs[6] = parts if S > 1 else self.gpu.zeros(4)  # (declared always; written with SPLITS > 1 only)
@@ -230,12 +231,12 @@ class Kernels:
         pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
         kv, kv_params = self._kv(True, 4)
-        k = self.gpu.lib.kernel("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": len(seqs),
-                                                 "PAGE": pool.page, **kv_params}, kv)
+        per = 8 if pool.store.octets else 4  # rows an invocation: a whole KV texel written (rope_kv_seqs8.wgsl)
+        k = self.gpu.lib.kernel("rope_kv_seqs8" if per == 8 else "rope_kv_seqs", {
+            "QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": len(seqs), "PAGE": pool.page, **kv_params}, kv)
         uniform, tables = self._seqs(seqs)
         bufs = {0: qkv, 1: q, 2: rope, 3: uniform, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
-        quads = (qr + 2 * kr) // 4  # an invocation a row quad: a whole KV texel (vec4) written
-        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * quads / 64), len(seqs), 1), "rope_kv")
+        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * (qr + 2 * kr) // per / 64), len(seqs), 1), "rope_kv")
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (before RoPE; `norm` folded in when decoding)."""
@@ -329,13 +330,14 @@ class Kernels:
                 per -= 1
             groups = [(t0, min(per, tokens - t0)) for t0 in range(0, tokens, per)]
         role = next(r for r in key if isinstance(r, str))  # "qkv", "o", "gu", "down", "lm": benchmarks/kernels.py
-        quad = takes_row_quads(f"epilogues/{epilogue}")
+        per_call = rows_per_call(f"epilogues/{epilogue}")
         for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
             snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}", **(ep_snippets or {})}
             R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"),
-                                             tokens=tokens)
-            if quad and row0 % 4:  # (R itself is checked where the calls are written: shader_code.epilogue_calls)
-                raise ValidationError(f"internal: epilogues/{epilogue} takes row quads; its chunk starts at row {row0}")
+                                             tokens=tokens, step=per_call)
+            if row0 % per_call:  # (R itself is checked where the calls are written: shader_code.epilogue_calls)
+                raise ValidationError(f"internal: epilogues/{epilogue} takes {per_call} rows a call; its chunk starts "
+                                      f"at row {row0}")
             for t0, tn in groups:
                 params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": wg, **ep_params}
                 window = tn if decode or x_storage else per  # a uniform x binds a whole group's window (Scratch)
@@ -343,7 +345,7 @@ class Kernels:
                 if decode:
                     name = "matvec_decode"
                     params.update(K4=m.cols // 4, NORM=norm is not None, EPS=float(self.config.rms_norm_eps),
-                                  **matvec_rows(R, four_rows(fmt, R, nrows), quad), **matvec_x(gpu.dev.subgroup_lanes))
+                                  **matvec_rows(R, four_rows(fmt, R, nrows), per_call), **matvec_x(gpu.dev.subgroup_lanes))
                     bufs[2] = (norm if norm is not None else gpu.zeros(m.cols), 0, row_bytes)  # unused without NORM
                 else:
                     name = "matmul"
@@ -351,7 +353,7 @@ class Kernels:
                     fold = None if norm is None else (m.cols // 4, self.config.rms_norm_eps)
                     # the last group's tile fits its tokens (a 37-token prompt: 5 tokens in 8, not 16)
                     params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4,
-                                                four_rows(fmt, R, nrows), fold, quad))
+                                                four_rows(fmt, R, nrows), fold, per_call))
                     bufs[2] = gpu.params(tn, t0)
                     if norm is not None:
                         bufs[14] = (norm, 0, row_bytes)
@@ -359,7 +361,7 @@ class Kernels:
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)
 
     def rows_per_invocation(self, rows: int, *multiples: int, decode: bool = False, texture: bool = False,
-                            tokens: int = 0) -> tuple:
+                            tokens: int = 0, step: int = 2) -> tuple:
         """(R, WG) for a matvec of `rows` rows: enough workgroups to fill the cores, R dividing the splits.
 
         The matmul (several tokens) runs 8 threads a workgroup when 16 would leave under 12
@@ -387,14 +389,16 @@ class Kernels:
         lost there: down 18.4 vs 16.1 ms, o 8.1 vs 7.2 (16 rows, 4 workgroups: 18.0 and 7.8); on a
         loaded VM (about one core) 24 rows everywhere won (pass 259 vs 275 ms at B=8, 150 vs 162 at B=4,
         497 vs 512 at B=16) and 32 rows lost (293 ms).
+        `step`: R is a multiple of the rows the epilogue takes a call (8 for KV textures of halves).
         """
-        def first_dividing(candidates) -> int:  # 2 where none divides (an odd row count: the last invocation clamps)
-            return next((R for R in candidates if all(m % R == 0 for m in multiples + (rows,))), 2)
+        def first_dividing(candidates) -> int:  # `step` where none divides (an odd row count: the last one clamps)
+            return next((R for R in candidates if R % step == 0 and all(m % R == 0 for m in multiples + (rows,))),
+                        step)
 
         wg = 32 if rows >= 8 * 32 * 16 else 16
         if decode and texture and rows // (8 * 16) < 12:
             R = first_dividing((24, 16))
-            if R > 2:  # else the general decode rule below
+            if R > step:  # else the general decode rule below
                 return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
             wide_tile = (16,) if rows >= WIDE_TILE_FROM and self.gpu.dev.is_cpu else ()  # measured on lavapipe only

@@ -1,9 +1,10 @@
 """Where the KV pool's pages live on the device: storage buffers, or rgba32float textures on CPU adapters.
 
 load_model(kv_dtype="f16") stores K and V rounded to half precision, half the bytes: words of two f16
-(pack2x16float, round to nearest even), in storage buffers or rg32uint textures (a texel one vec4:
-blocks/kv_*_f16.wgsl). Not rgba16float textures: lavapipe's stores into them round toward zero (half the
-values off by one ulp), which doubled the logits' error against a half-precision reference cache.
+(pack2x16float, round to nearest even), in storage buffers (a vec4 in two words) or rgba32uint textures (a
+texel eight values: the decode attention fetches half as many texels; blocks/kv_*_f16.wgsl). Not
+rgba16float textures: lavapipe's stores into them round toward zero (half the values off by one ulp),
+which doubled the logits' error against a half-precision reference cache.
 
 Both hold, per layer, K and V as pool rows of KR floats (row = page * page_tokens + position in the
 page). Kernels reach them through the WGSL of shaders/blocks/kv_{read,write}_{storage,texture}.wgsl
@@ -24,17 +25,19 @@ from __future__ import annotations
 MAX_TEXTURE = 8192  # max-texture-dimension-2d every WebGPU adapter offers
 
 
-def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE) -> int:
-    """Pool rows per texture row (KR / 4 rgba texels each): the largest power of two that fits, 0 if the page
+def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE, per_texel: int = 4) -> int:
+    """Pool rows per texture row (KR / per_texel texels each): the largest power of two that fits, 0 if the page
     would not fit one texture row."""
     per = 1
-    while per * 2 * (kr // 4) <= limit:
+    while per * 2 * (kr // per_texel) <= limit:
         per *= 2
     return per if per >= page else 0
 
 
 class StoragePages:
     """K and V of every layer in storage buffers: f32, or f16 pairs packed in words (`half`)."""
+
+    octets = False  # k_put / v_put take a vec4 (TexturePages of halves take eight values: k_put8)
 
     def __init__(self, device, layers: int, rows: int, kr: int, page: int, half: bool = False):
         import wgpu
@@ -63,15 +66,18 @@ class StoragePages:
 
 
 class TexturePages:
-    """K and V of every layer in rgba32float (or, `half`, rg32uint: 4 f16) textures, `per_row` pool rows a texture row."""
+    """K and V of every layer in rgba32float textures (4 values a texel) or, `half`, rgba32uint ones of 8 f16
+    (`octets`: written 8 values at a time), `per_row` pool rows a texture row."""
 
     def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int, half: bool = False):
         import wgpu
         self.device, self.kr, self.page, self.per_row = device, kr, page, per_row
-        fmt = wgpu.TextureFormat.rg32uint if half else wgpu.TextureFormat.rgba32float
+        self.octets = half
+        self.texel = 8 if half else 4  # values a texel
+        fmt = wgpu.TextureFormat.rgba32uint if half else wgpu.TextureFormat.rgba32float
         tail = "_f16" if half else ""
         self.read_snippet, self.write_snippet = f"blocks/kv_read_texture{tail}", f"blocks/kv_write_texture{tail}"
-        self.width = per_row * kr // 4  # texels a texture row (a texel: 4 floats)
+        self.width = per_row * kr // self.texel  # texels a texture row
         height = -(-rows // per_row)  # within the adapter's limit: KvPool chose textures only then
         use = (wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_SRC
                | wgpu.TextureUsage.COPY_DST)
@@ -82,16 +88,16 @@ class TexturePages:
         self.value_textures = [texture(f"kv-pool.v{i}", self.width, height) for i in range(layers)]
         self.keys = [t.create_view() for t in self.key_textures]
         self.values = [t.create_view() for t in self.value_textures]
-        self._staging = texture("kv-pool.staging", page * kr // 4, 2 * layers)
+        self._staging = texture("kv-pool.staging", page * kr // self.texel, 2 * layers)
         self.params = {"KV_W": self.width}
 
     def _at(self, page: int) -> tuple:
         row = page * self.page
-        return ((row % self.per_row) * self.kr // 4, row // self.per_row, 0)
+        return ((row % self.per_row) * self.kr // self.texel, row // self.per_row, 0)
 
     def copy(self, enc, src: int, dst: int, n: int) -> None:
         """Record copies of positions 0..n-1 of page `src` into page `dst`, every layer's K and V."""
-        size = (n * self.kr // 4, 1, 1)
+        size = (n * self.kr // self.texel, 1, 1)
         textures = self.key_textures + self.value_textures
         for i, t in enumerate(textures):
             enc.copy_texture_to_texture({"texture": t, "origin": self._at(src)},

@@ -114,7 +114,8 @@ class KvPool:
         self.max_pages = -(-self.context // P)  # a table row's page entries
         rows = self.pages_total * P
         tex_limit = model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE)
-        per_row = texture_rows(kr, P, tex_limit) if textures else 0
+        octets = half and c.head_dim % 8 == 0  # f16 textures: 8 values a texel, never across a head
+        per_row = texture_rows(kr, P, tex_limit, 8 if half else 4) if textures and (octets or not half) else 0
         if per_row and -(-rows // per_row) <= tex_limit:
             self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row, half)
         else:

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 
 @lru_cache(maxsize=None)
-def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = False, quad: bool = False) -> str:
+def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = False, per_call: int = 2) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
     Per 32-weight block: every row's 8 vec4s decoded to f32 once (d q + m), every token's 8 x
@@ -29,7 +29,7 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
     decode matvec: the tile multiplies x * norm_w, each lane sums the squares of the x vec4s it
     loads, and after the blocks each token's dot products are scaled by 1 / rms (a subgroupAdd of
     those sums) -- the norm's own dispatch and its pass over x are gone (two dispatches a layer).
-    quad: the epilogue takes four rows a call (epilogue4, see epilogue_calls), else two (epilogue).
+    per_call: rows the epilogue takes a call (2: epilogue, 4: epilogue4, 8: epilogue8; see epilogue_calls).
     """
     if norm and not lanes:
         raise ValueError("the RMSNorm fold of the matmul needs the subgroup form")
@@ -74,16 +74,20 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
             add(f"let sc{tt} = inverseSqrt(subgroupAdd(ss{tt}) / f32(NB * 32u) + EPS);")
         acc = [f"a{rr}_{tt}" + (f" * sc{tt}" if norm else "") for rr in range(R)]
         add(f"if (live && t0 + {tt}u < T) {{")
-        out.extend("  " + call for call in epilogue_calls(R, f"TOK0 + t0 + {tt}u", acc, quad))
+        out.extend("  " + call for call in epilogue_calls(R, f"TOK0 + t0 + {tt}u", acc, per_call))
         add("}")
     return "\n".join("    " + line for line in out)
 
 
-def epilogue_calls(R: int, token: str, acc: list, quad: bool) -> list:
-    """The epilogue calls of R rows of a token, a pair of rows a call (epilogue(t, r, a, b)) or, with
-    `quad`, four (epilogue4(t, r, a, b, c, d): R a multiple of 4, the invocation's rows starting on one)
-    -- no array<f32, R> (see matvec_rows). A quad lets epilogues/rope_kv.wgsl write a whole KV texel."""
-    step, name = (4, "epilogue4") if quad else (2, "epilogue")
+EPILOGUE_NAMES = {2: "epilogue", 4: "epilogue4", 8: "epilogue8"}  # rows a call -> the epilogue's function
+
+
+def epilogue_calls(R: int, token: str, acc: list, per_call: int = 2) -> list:
+    """The epilogue calls of R rows of a token, `per_call` rows a call: a pair (epilogue(t, r, a, b)), four
+    (epilogue4(t, r, a, b, c, d)) or eight (epilogue8), R a multiple and the invocation's rows starting on one
+    -- no array<f32, R> (see matvec_rows). Four let epilogues/rope_kv.wgsl write a whole KV texel, eight
+    epilogues/rope_kv8.wgsl one of 8 halves."""
+    step, name = per_call, EPILOGUE_NAMES[per_call]
     if R % step:
         raise ValueError(f"{name} takes {step} rows a call: R={R} is no multiple")
     return [f"{name}({token}, ROW0 + r0 + {rr}u, {', '.join(acc[rr:rr + step])});" for rr in range(0, R, step)]
@@ -128,7 +132,7 @@ def lane_code(HD4: int) -> str:
 
 
 @lru_cache(maxsize=None)
-def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False) -> str:
+def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False, octets: bool = False) -> str:
     """attend() of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl).
 
     HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's output (zero
@@ -140,13 +144,23 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False)
     rows, k and v go to the token's page (from the KV head's first workgroup) and the token's own
     position is taken from registers. With split (flash-decoding, not with rope), the workgroup takes
     split `split` of SPLITS contiguous runs of the positions and stores its partial softmax -- each
-    head's (max, sum) and unnormalized output -- in `parts` for attention_combine.wgsl.
+    head's (max, sum) and unnormalized output -- in `parts` for attention_combine.wgsl. With octets (KV
+    textures of halves, blocks/kv_read_texture_f16.wgsl: two vec4s a texel) a K row is read a texel at a time
+    and lane l holds vec4s 2l, 2l + 1, 2l + 16, ... (texels l, l + 8, ...): half the fetches.
     """
-    if rope and split:
-        raise ValueError("the rope form of the decode attention does not split")
+    if rope and (split or octets):
+        raise ValueError("the rope form of the decode attention neither splits nor reads KV octets")
+    if octets and HD4 % 2:
+        raise ValueError(f"KV octets need heads of an even number of vec4s, not {HD4}")
     parts = range((HD4 + 7) // 8)
     idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
     mine = {c: f"{8 * c}u + lane < HD4" for c in parts}
+    # accumulator slots: (name, its output vec4 index, whether this lane holds one) -- a vec4 each
+    slots = [(str(c), f"{8 * c}u + lane", mine[c]) for c in parts]
+    if octets:
+        HD8 = HD4 // 2
+        texels = range((HD8 + 7) // 8)
+        slots = [(f"{c}_{e}", f"2u * ({8 * c}u + lane) + {e}u", f"{8 * c}u + lane < {HD8}u") for c in texels for e in (0, 1)]
     add_lines = []
     add = add_lines.append
 
@@ -191,10 +205,11 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False)
         add("  let hi = min(lo + chunk, n);")
         lo, hi = "lo", "hi"
     for h in range(HG):
-        for c in parts:
-            if rope:
+        if rope:
+            for c in parts:
                 add(f"  let q{h}_{c} = select(vec4<f32>(0.0), {qv.format(h=h, i=idx[c])} * SCALE, {mine[c]});")
-            add(f"  var a{h}_{c} = vec4<f32>(0.0);")
+        for name, _, _ in slots:
+            add(f"  var a{h}_{name} = vec4<f32>(0.0);")
         add(f"  var m{h} = LOW;")
         add(f"  var l{h} = 0.0;")
     # Blocks of 8 positions, one a lane: each lane's score from the whole K row of its position (q held
@@ -211,26 +226,36 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False)
     for h in range(HG):
         add(f"    var t{h} = vec4<f32>(0.0);")
     for i in range(HD4):
-        add(f"    let kk{i} = k_at(ka + {i}u);")
+        if not octets:
+            add(f"    let kk{i} = k_at(ka + {i}u);")
+        elif i % 2 == 0:  # one texel: vec4s i and i + 1 (ka is even: KR4 and kvb are)
+            add(f"    let ko{i} = k_oct(ka / 2u + {i // 2}u);")
+        kk = f"ko{i - i % 2}[{i % 2}]" if octets else f"kk{i}"
         for h in range(HG):
-            add(f"    t{h} += qf{h}_{i} * kk{i};")
+            add(f"    t{h} += qf{h}_{i} * {kk};")
     for h in range(HG):
         add(f"    let s{h} = select(LOW, t{h}.x + t{h}.y + t{h}.z + t{h}.w, live);")
         add(f"    let n{h} = max(m{h}, subgroupMax(s{h}));")
         add(f"    let c{h} = exp(m{h} - n{h});")
         add(f"    let e{h} = select(0.0, exp(s{h} - n{h}), live);")
         add(f"    l{h} = l{h} * c{h} + subgroupAdd(e{h});")
-        for c in parts:
-            add(f"    a{h}_{c} *= c{h};")
+        for name, _, _ in slots:
+            add(f"    a{h}_{name} *= c{h};")
         add(f"    m{h} = n{h};")
     for j in range(8):
         add(f"    let r{j} = subgroupBroadcast(ka, {j}u);")
-        for c in parts:
-            add(f"    let v{j}_{c} = v_at(r{j} + {idx[c]});")
+        if octets:
+            for c in texels:
+                add(f"    let vo{j}_{c} = v_oct(r{j} / 2u + min({8 * c}u + lane, {HD8 - 1}u));")
+            vals = {f"{c}_{e}": f"vo{j}_{c}[{e}]" for c in texels for e in (0, 1)}
+        else:
+            for c in parts:
+                add(f"    let v{j}_{c} = v_at(r{j} + {idx[c]});")
+            vals = {str(c): f"v{j}_{c}" for c in parts}
         for h in range(HG):
             add(f"    let w{j}_{h} = subgroupBroadcast(e{h}, {j}u);")
-            for c in parts:
-                add(f"    a{h}_{c} += w{j}_{h} * v{j}_{c};")
+            for name, _, _ in slots:
+                add(f"    a{h}_{name} += w{j}_{h} * {vals[name]};")
     add("  }")
     if rope:
         add("  {  // the token's own position")
@@ -240,10 +265,9 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False)
         if split:  # part + h: this head's record of HD4 + 1 vec4s (output, then (max, sum))
             add(f"  let pr{h} = (part + {h}u * SPLITS) * (HD4 + 1u);")
             add(f"  if (lane == 0u) {{ parts[pr{h} + HD4] = vec4<f32>(m{h}, l{h}, 0.0, 0.0); }}")
-        for c in parts:
-            where = f"parts[pr{h} + {8 * c}u + lane] = a{h}_{c}" if split else \
-                f"o[{qo} + {h}u * HD4 + {8 * c}u + lane] = a{h}_{c} / l{h}"
-            add(f"  if ({mine[c]}) {{ {where}; }}")
+        for name, at, held in slots:
+            where = f"parts[pr{h} + {at}] = a{h}_{name}" if split else f"o[{qo} + {h}u * HD4 + {at}] = a{h}_{name} / l{h}"
+            add(f"  if ({held}) {{ {where}; }}")
     add("}")
     return "\n".join(add_lines)
 
@@ -264,9 +288,9 @@ def four_rows(fmt: str, R: int, rows: int) -> bool:
 
 
 @lru_cache(maxsize=None)
-def matvec_rows(R: int, four: bool, quad: bool = False) -> dict:
+def matvec_rows(R: int, four: bool, per_call: int = 2) -> dict:
     """matvec_decode.wgsl's row code for R rows an invocation: the accumulators (ACC), block b's dot
-    added to each (ROW_DOTS) and the epilogue calls, a pair of rows each or four with `quad` (ROWS_OUT).
+    added to each (ROW_DOTS) and the epilogue calls, `per_call` rows each (ROWS_OUT, see epilogue_calls).
 
     The R accumulators are named f32 registers acc0 .. acc{R-1}, unrolled here, not an array<f32, R>:
     naga decorates every array type with an ArrayStride, which Vulkan forbids on a function variable
@@ -286,7 +310,7 @@ def matvec_rows(R: int, four: bool, quad: bool = False) -> dict:
         if rr % 4 == 0:  # one scale fetch for rows rr .. rr + 3
             dots.append(f"    let sw{rr} = block_scales4(r0 + {rr}u, b);")
         dots.append(f"    acc{rr} += block_dot_dm({wb}, dm_of(sw{rr - rr % 4}.{'xyzw'[rr % 4]}), {args});")
-    out = ["    " + call for call in epilogue_calls(R, "0u", [f"acc{rr}" for rr in range(R)], quad)]
+    out = ["    " + call for call in epilogue_calls(R, "0u", [f"acc{rr}" for rr in range(R)], per_call)]
     return {"ACC": "\n".join(f"  var acc{rr} = 0.0;" for rr in range(R)), "ROW_DOTS": "\n".join(dots),
             "ROWS_OUT": "\n".join(out)}
 
@@ -323,7 +347,7 @@ def matvec_x(lanes: int) -> dict:
 
 
 def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool = False,
-                  norm: tuple | None = None, quad: bool = False) -> dict:
+                  norm: tuple | None = None, per_call: int = 2) -> dict:
     """matmul.wgsl's generated parameters: the tile, the lane builtin on the subgroup path, and x's
     binding -- a uniform window of x_vec4s vec4s, or (None) a storage binding of every token.
 
@@ -333,5 +357,5 @@ def matmul_params(R: int, TB: int, lanes: int, x_vec4s: int | None, four: bool =
     if norm:
         x += (f"\n@group(0) @binding(14) var<uniform> norm_w: array<vec4<f32>, {norm[0]}>;"
               f"\nconst EPS: f32 = {float(norm[1])!r};")
-    return {"TILE": tile_code(R, TB, lanes, four, norm is not None, quad), "TB": TB, "X_BINDING": x,
+    return {"TILE": tile_code(R, TB, lanes, four, norm is not None, per_call), "TB": TB, "X_BINDING": x,
             "LANE": ", @builtin(subgroup_invocation_id) lane: u32" if lanes else ""}

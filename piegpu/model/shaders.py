@@ -15,9 +15,9 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable  # Python 3.11+; 3.10 has the same class in importlib.abc
 
 _BINDING = re.compile(r"@group\(0\)\s*@binding\((\d+)\)\s*var(?:<(uniform|storage,\s*read_write|storage,\s*read)>\s*\w+"
-                      r"|\s+\w+\s*:\s*(texture_2d<u32>|texture_2d<f32>|texture_storage_2d<(?:rgba32float|rg32uint),\s*write>))")
+                      r"|\s+\w+\s*:\s*(texture_2d<u32>|texture_2d<f32>|texture_storage_2d<(?:rgba32float|rgba32uint),\s*write>))")
 _TEXTURE_KINDS = {"texture_2d<u32>": "texture-uint", "texture_2d<f32>": "texture-float"}
-_STORAGE_TEXTURES = {"rgba32float": "texture-rgba32-write", "rg32uint": "texture-rg32uint-write"}  # format -> kind
+_STORAGE_TEXTURES = {"rgba32float": "texture-rgba32-write", "rgba32uint": "texture-rgba32uint-write"}  # format -> kind
 
 
 @lru_cache(maxsize=None)
@@ -100,14 +100,15 @@ def standard_wgsl(src: str) -> str:
     return "enable subgroups;\n" + src if _SUBGROUP.search(src) else src
 
 
-def takes_row_quads(epilogue: str) -> bool:
-    """Whether the matvec epilogue snippet `epilogue` ("epilogues/rope_kv") takes four rows a call (it defines
-    epilogue4; shader_code.epilogue_calls) instead of two."""
-    return "fn epilogue4(" in shader_source(epilogue)
+def rows_per_call(epilogue: str) -> int:
+    """Rows the matvec epilogue snippet `epilogue` ("epilogues/rope_kv") takes a call: 8 where it defines
+    epilogue8, 4 where epilogue4, else 2 (shader_code.epilogue_calls)."""
+    text = shader_source(epilogue)
+    return next((n for n in (8, 4) if f"fn epilogue{n}(" in text), 2)
 
 def binding_kinds(src: str) -> list:
     """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint' | 'texture-float' |
-    'texture-rgba32-write' | 'texture-rg32uint-write')] declared in a WGSL source."""
+    'texture-rgba32-write' | 'texture-rgba32uint-write')] declared in a WGSL source."""
     out = []
     for idx, kind, texture in _BINDING.findall(src):
         if texture:

@@ -3,15 +3,7 @@
 // so each pair is rotated here; q goes to its buffer, k and v into the sequence's KV page
 // of position tables[0] + t (the sequence length before this pass). Called per quad of rows
 // (epilogue4: r a multiple of 4, as QR, KR and HD are): a KV texture's texel is written whole.
-@group(0) @binding(3) var<storage, read_write> q: array<vec4<f32>>;
-{{KV_WRITE}}
-@group(0) @binding(6) var<storage, read> tables: array<u32>;  // the sequence's page-table row (blocks/pages.wgsl)
-@group(0) @binding(7) var<storage, read> rope: array<vec4<f32>>;  // [position][HD / 4] (cos, sin, cos, sin)
-const QR: u32 = {{QR}}u;
-const KR: u32 = {{KR}}u;
-const HD: u32 = {{HD}}u;
-//! include blocks/pages
-//! include blocks/rope_quad
+//! include blocks/rope_kv_io
 
 fn epilogue4(t: u32, r: u32, a: f32, b: f32, c: f32, d: f32) {
   let pos = min(tables[0] + t, tables[1] - 1u);  // tables[1]: the working set's positions

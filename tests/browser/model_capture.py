@@ -97,20 +97,20 @@ def snippet_files(slot: str) -> list:
 def for_snippets(params: dict, snippets: dict) -> dict:
     """params with their generated row code redone for the FORMAT and EPILOGUE `snippets`: lavapipe's texture
     formats read 4 rows' scales in one fetch (shader_code.four_rows), which the other formats' snippets do not
-    define, and an epilogue that defines epilogue4 (rope_kv) takes four rows a call, the others two
-    (shader_code.epilogue_calls). CompileError where R does not fit the epilogue's calls."""
+    define, and an epilogue takes the rows a call it defines a function for (rope_kv: epilogue4, four; others
+    two; shaders.rows_per_call, shader_code.epilogue_calls). CompileError where R does not fit the epilogue's calls."""
     if "FORMAT" not in snippets or "EPILOGUE" not in snippets:
         return params
     fmt = snippets["FORMAT"].split("/")[-1]
-    quad = shaders.takes_row_quads(snippets["EPILOGUE"])
+    per_call = shaders.rows_per_call(snippets["EPILOGUE"])
     four = fmt.endswith("_tex") and four_rows(fmt, params["R"], params["ROWS"])
     out = dict(params)
     try:
         if "ROW_DOTS" in params:
-            out.update(matvec_rows(params["R"], four, quad))
+            out.update(matvec_rows(params["R"], four, per_call))
         if "TILE" in params:
             out["TILE"] = tile_code(params["R"], params["TB"], 8 if params.get("LANE") else 0, four,
-                                    "norm_w" in params.get("X_BINDING", ""), quad)
+                                    "norm_w" in params.get("X_BINDING", ""), per_call)
     except ValueError as e:
         raise CompileError(str(e)) from e
     return out
@@ -126,6 +126,8 @@ def with_every_snippet(specs: list) -> list:
     """
     out = list(specs)
     have = {(n, slot, sn[slot]) for n, _, sn in specs for slot in sn}
+    # an epilogue that writes eight KV values a call writes KV textures of halves (kv_dtype "f16")
+    paired = {"epilogues/rope_kv8": {"KV_WRITE": "blocks/kv_write_texture_f16"}}
     for slot in ("FORMAT", "EPILOGUE"):
         for snippet in snippet_files(slot):
             for name in sorted({n for n, _, sn in specs if slot in sn}):
@@ -134,9 +136,10 @@ def with_every_snippet(specs: list) -> list:
                 fits = []
                 for n, params, sn in specs:
                     if n == name and slot in sn:
+                        with_it = {**sn, slot: snippet, **paired.get(snippet, {})}
                         try:
-                            params = for_snippets(params, {**sn, slot: snippet})
-                            fits.append((len(compose(n, params, {**sn, slot: snippet})), params, {**sn, slot: snippet}))
+                            params = for_snippets(params, with_it)
+                            fits.append((len(compose(n, params, with_it)), params, with_it))
                         except CompileError:
                             pass
                 if fits:

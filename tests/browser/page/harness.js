@@ -48,6 +48,8 @@ const harness = (() => {
     return stray.splice(0, stray.length);
   }
 
+  const STORAGE_TEXTURES = {"texture-rgba32-write": "rgba32float", "texture-rgba32uint-write": "rgba32uint"};
+
   function layoutFor(bindings) {
     const entries = bindings.map(([binding, kind]) => {
       if (kind === "texture-uint") {
@@ -57,14 +59,15 @@ const harness = (() => {
         return {binding, visibility: GPUShaderStage.COMPUTE,
                 texture: {sampleType: "unfilterable-float", viewDimension: "2d"}};
       }
-      if (kind === "texture-rgba32-write") {
+      const storageFormat = STORAGE_TEXTURES[kind];  // the KV pool's textures: f32, or f16 pairs in u32 words
+      if (storageFormat) {
         return {binding, visibility: GPUShaderStage.COMPUTE,
-                storageTexture: {access: "write-only", format: "rgba32float", viewDimension: "2d"}};
+                storageTexture: {access: "write-only", format: storageFormat, viewDimension: "2d"}};
       }
       const type = BUFFER_TYPES[kind];
       if (!type) {
         throw new Error(`unknown binding kind ${kind} (use ${Object.keys(BUFFER_TYPES)}, texture-uint, texture-float, ` +
-                        "texture-rgba32-write)");
+                        `${Object.keys(STORAGE_TEXTURES)})`);
       }
       return {binding, visibility: GPUShaderStage.COMPUTE, buffer: {type}};
     });
