@@ -12,18 +12,21 @@ host reads every pass before it submits the next (the depth-1 loop).
 
 A sequence leaves when it draws a stop token, reaches max_tokens, or its consumer says
 stop (a stop string) or cancels it. The host notices at its next read: the row's later
-tokens (at most 2 * window - 2 passes of them) are discarded, never delivered, its
-working set is cut back to the tokens it accepted, and the run drains -- no further
-pass is submitted, the passes in flight finish and their tokens for the other rows are
-kept -- before the next composition starts. A sequence that joins likewise starts at
-the next composition; its prefill chunks go into the stream between reads. A row with
+tokens (at most 2 * window - 2 passes of them) are discarded, never delivered, and its
+working set is cut back to the tokens it accepted. A waiting sequence that is ready takes
+the row there and then, passes still in flight (runtime/batch_run.py: a handover). Else
+the run drains -- no further pass is submitted, the passes in flight finish and their
+tokens for the other rows are kept -- before the next composition starts, which takes
+over a kept decode pass of as many rows where there is one (Pipeline.rebind). A sequence
+that joins is prefilled in chunks between reads, in the stream. A row with
 a grammar needs the host between its tokens (its mask follows from the token before),
 so while one is in the composition the batch runs at window 1.
 
 The runtime does not import the samplers: the Batch is given a sampling object
 (piegpu.samplers.rows.RowSampling) with key(params) -> what shapes the epilogue for
 these rows, and make(rows, key) -> a row sampler with start(params, draws, row_states),
-put_mask(params, row_states), needs_host, clear(), step(logits), and the optional
+restart_row(row, params, draws, row_state) (a handover), put_mask(params, row_states), needs_host,
+clear(), step(logits), and the optional
 outputs logprob(logits, drawn) and top(logits), and carry_width/carried(): per-row state
 the device changed (Mirostat's mu), read back with the tokens. A sequence's `row_state`
 (host data the row sampler starts from: penalty counts, a grammar constraint, DRY's
@@ -40,6 +43,7 @@ import numpy as np
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta import intrinsics
+from .batch_run import NO_LIMIT, DecodeRun
 from .channel import Channel
 from .window import check_window, default_window
 from .forward import ForwardPass, StateGeometry
@@ -115,6 +119,7 @@ class BatchStats:
     rows: int = 0  # decode rows summed over passes
     compositions: int = 0  # distinct sets of working sets a decode pass ran over
     reseated: int = 0  # of those, the ones that took over a kept pass of as many rows (no new plan)
+    handovers: int = 0  # rows a waiting sequence took over inside a run, passes in flight (no drain)
     runs: int = 0  # decode runs (a composition decoding until it changes)
     host_waits: int = 0  # host reads of decoded tokens (one per window of passes)
     discarded: int = 0  # row tokens computed after their row finished, thrown away
@@ -303,7 +308,7 @@ class Batch:
         """Decode `ready` (one composition) until a row leaves or joins, the budget ends, or interrupt() says so."""
         params = [s.params for s in ready]
         d = self._decode_pass_for([s.session.ws for s in ready], self.sampling.key(params))
-        run = _Run(self, d, ready)
+        run = DecodeRun(self, d, ready)
         if d.fresh:  # a new composition starts from the host's view of every row
             for ch in d.outputs:
                 ch.clear()
@@ -317,111 +322,9 @@ class Batch:
             d.rows.put_mask(params, [s.row_state for s in ready])
         self.stats.runs += 1
         try:
-            await self.pipe.run_ahead(d.fwd, run.limit, run.on_pass, window=run.window, drain=run.draining)
+            await self.pipe.run_ahead(d.fwd, NO_LIMIT, run.on_pass, window=run.window, drain=run.draining)
         except BaseException:
             self._decodes.remove(d)  # the device state may be ahead of what the host accepted: start afresh
             raise
         finally:
             run.settle()
-
-
-class _Run:
-    """One decode run of a composition: reads the drawn tokens a window at a time and accepts them per row."""
-
-    def __init__(self, batch: Batch, d: _DecodePass, ready: list):
-        self.batch, self.d, self.ready = batch, d, ready
-        self.window = 1 if d.rows.needs_host else batch.window
-        # no row passes its budget, or the KV pages it holds (Batch.step reserved them)
-        self.limit = min(min(s.max_tokens - len(s.tokens), len(s.session.ws.pages) * s.session.ws.pool.page
-                             - s.session.ws.length) for s in ready)
-        self.pending = [s.prompt[-1] if not s.tokens else s.tokens[-1] for s in ready]
-        self.base = [s.session.ws.length for s in ready]
-        self.accepted = [0] * len(ready)  # passes whose token each row accepted in this run
-        self.calls = self.read = 0
-        self.drain = False
-
-    def draining(self) -> bool:
-        """Asked by run_ahead before each submit: True once the composition must change."""
-        return self.drain
-
-    async def on_pass(self) -> bool:
-        """run_ahead's on_token: at the end of a window, read its passes (and, when draining, the rest)."""
-        self.calls += 1
-        if self.calls <= self.read:  # read already, with the passes of the read that started the drain
-            return True
-        if self.calls % self.window and self.calls < self.limit:
-            return True  # inside the window: no wait, the next pass goes in
-        await self._read(self.calls - self.read)
-        batch = self.batch
-        joining = next((s for s in batch.active if not s.ready), None)
-        if joining is not None and not self._changing():
-            await batch._prefill_round()  # between reads, behind the passes in flight
-        if self._changing() or (batch.interrupt is not None and batch.interrupt()):
-            self.drain = True
-            rest = self.d.token_out.count  # the passes submitted meanwhile: read them all with one wait
-            if rest:
-                await self._read(rest)
-        elif self.d.rows.needs_host and self.calls < self.limit:
-            self.d.rows.put_mask([s.params for s in self.ready], [s.row_state for s in self.ready])
-        return True
-
-    def _changing(self) -> bool:
-        """A row left, or a waiting sequence is ready and has room: the next composition must start."""
-        if any(s.done for s in self.ready):
-            return True
-        batch = self.batch
-        return len(self.ready) < batch.max_batch and any(s.ready and s not in self.ready for s in batch.active)
-
-    async def _read(self, n: int) -> None:
-        d, stats = self.d, self.batch.stats
-        drawn = [a.tolist() for a in await d.token_out.take_many(n)]
-        lps = [a.tolist() for a in await d.lp_out.take_many(n)] if d.lp_out is not None else None
-        tops = None
-        if d.top_out is not None:
-            vals, ids = await d.top_out[0].take_many(n), await d.top_out[1].take_many(n)
-            tops = [[list(zip(i, v)) for i, v in zip(a.tolist(), b.tolist())] for a, b in zip(ids, vals)]
-        carried = await d.carry_out.take_many(n) if d.carry_out is not None else None
-        self.read += n
-        stats.host_waits += 1
-        stats.decode_passes += n
-        stats.rows += n * len(self.ready)
-        for i, s in enumerate(self.ready):
-            if not s.done:
-                s.host_waits += 1
-            for k in range(n):
-                if s.done:
-                    s.discarded += n - k
-                    stats.discarded += n - k
-                    break
-                self._accept(i, s, drawn[k][i], lps[k][i] if lps else None, tops[k][i] if tops else None,
-                             carried[k][i] if carried is not None else None)
-
-    def _accept(self, i: int, s: Sequence, t: int, lp, top, carried=None) -> None:
-        if s.cancel_requested:
-            s.finish_reason = "cancelled"
-            return
-        s.session.embedded([self.pending[i]])
-        s.session.pending = self.pending[i] = t
-        self.accepted[i] += 1
-        if t in s.stop_ids:
-            s.finish_reason = "stop"
-            return
-        s.tokens.append(t)
-        if s.row_state is not None:
-            s.row_state.observe(t, carried)
-        if s.params.logprobs:
-            s.logprobs.append(lp)
-        if getattr(s.params, "top_logprobs", 0):
-            s.top_logprobs.append(top[: s.params.top_logprobs])
-        keep = s.on_token(s, t) if s.on_token is not None else True
-        if keep is False or s.cancel_requested:
-            s.finish_reason = "stop" if keep is False else "cancelled"
-        elif len(s.tokens) >= s.max_tokens:
-            s.finish_reason = "length"
-
-    def settle(self) -> None:
-        """After the run: a row that left keeps only the KV of the passes it accepted."""
-        for s, base, n in zip(self.ready, self.base, self.accepted):
-            ws = s.session.ws
-            if s.done and ws.length > base + n:
-                ws.set_length(base + n)

@@ -24,6 +24,7 @@ from ..dtypes import DType, dtype as _dtypes
 from ..errors import ChannelError, ChannelFull, ValidationError
 from ..eta import tracer
 from ..eta.ops import TType, check_shape
+from .channel_trace import trace_put, trace_take
 from .cells import Cell, coerce, from_words, reusable, staged_words, to_words, wait_newest
 from .device import lost_device_error
 from .window import HISTORY
@@ -151,14 +152,14 @@ class Channel:
         """Traced: the oldest cell, consumed when the pass commits. Host: awaitable numpy array."""
         b = getattr(tracer._active, "builder", None)
         if b is not None:
-            return self._trace_take(b, consume=True)
+            return trace_take(self, b, consume=True)
         return self._host_take(consume=True)
 
     def read(self):
         """Traced: the oldest cell, not consumed. Host: awaitable numpy array of the oldest cell."""
         b = getattr(tracer._active, "builder", None)
         if b is not None:
-            return self._trace_take(b, consume=False)
+            return trace_take(self, b, consume=False)
         return self._host_take(consume=False)
 
     async def take_many(self, n: int) -> list:
@@ -183,7 +184,7 @@ class Channel:
         """Traced: append the tensor as a cell when the pass commits. Host: enqueue now (ChannelFull if no room)."""
         b = getattr(tracer._active, "builder", None)
         if b is not None:
-            return self._trace_put(b, values)
+            return trace_put(self, b, values)
         if self._poison is not None:
             raise self.poisoned_error() from self._poison
         arr = coerce(values, self.shape, self.dtype, self._label())
@@ -198,34 +199,26 @@ class Channel:
             self._write_header()
         return None
 
-    def _trace_take(self, b, consume: bool):
-        slot = b.slot(self, self.cell)
-        shape = self.shape
-        if consume:
-            seq = b.takes.get(slot, 0)
-            b.takes[slot] = seq + 1
-            t = b.add("chan_take", [], slot=slot, seq=seq, dtype=self.dtype, shape=shape)
-        else:
-            t = b.add("chan_read", [], slot=slot, dtype=self.dtype, shape=shape)
-        return t
-
-    def _trace_put(self, b, value):
-        v = tracer.to_tensor(value, None, "put") if not isinstance(value, tracer.Tensor) else value
-        if v.dtype != self.dtype:
-            raise ValidationError(f"Channel{self._label()}.put: tensor {v.type!r} but the channel holds "
-                                  f"{self.dtype.name}. Fix: cast(x, dtype.{self.dtype.name})")
-        if v.shape != self.shape:
-            if prod(v.shape or (1,)) == prod(self.shape or (1,)):
-                from ..eta.api import reshape
-                v = reshape(v, list(self.shape))
-            else:
-                raise ValidationError(f"Channel{self._label()}.put: tensor {v.type!r} does not fit cells of shape "
-                                      f"{list(self.shape)}. Fix: reshape it to {list(self.shape)}")
-        slot = b.slot(self, self.cell)
-        seq = b.puts.get(slot, 0)
-        b.puts[slot] = seq + 1
-        b.add("chan_put", [v], slot=slot, seq=seq)
-        return None
+    def put_row(self, row: int, values) -> None:
+        """Host: overwrite row `row` (first axis) of the oldest cell as it will be once the passes submitted so far
+        have run -- the cell the next pass takes or reads -- with a queue write ordered after them (a batch row
+        that changes hands while passes are in flight; runtime/batch.py)."""
+        if self._poison is not None:
+            raise self.poisoned_error() from self._poison
+        if not self.shape or not 0 <= row < self.shape[0]:
+            raise ValidationError(f"Channel{self._label()}.put_row({row}): no such row in cells of shape "
+                                  f"{list(self.shape)}. Fix: a row index in [0, {self.shape[0] if self.shape else 0})")
+        if self.count < 1:
+            raise ChannelError(f"Channel{self._label()}.put_row: no cell queued to overwrite a row of. Fix: put the "
+                               "whole cell first")
+        arr = coerce(values, self.shape[1:], self.dtype, self._label())
+        c = self._cells.get(self._head)
+        if c is not None and c.kind == "host":
+            c.value = np.array(c.value)
+            c.value[row] = arr
+        if self._buffer is not None:
+            per_row = prod(self.shape[1:])
+            self._write(self.cell_offset(self._head) + row * per_row * 4, to_words(arr, self.dtype).tobytes())
 
     async def _host_take(self, consume: bool) -> np.ndarray:
         if self._poison is not None:

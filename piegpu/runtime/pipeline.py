@@ -133,10 +133,11 @@ class Pipeline:
             bg = pp.binds[id(logits)] = self.device.create_bind_group(layout=pp.compiled.layout, entries=entries)
         return bg
 
-    def rebind(self, fwd: ForwardPass, working_sets) -> None:
-        """Point a pass over several sequences at as many other working sets, keeping its plans (runtime/rebind.py)."""
+    def rebind(self, fwd: ForwardPass, working_sets, live: bool = False) -> None:
+        """Point a pass over several sequences at as many other working sets, keeping its plans (runtime/rebind.py;
+        `live`: with passes of it in flight, which keep the old ones)."""
         with self._device_work():
-            rebind(self, fwd, working_sets)
+            rebind(self, fwd, working_sets, live)
 
     def park(self, fwd: ForwardPass) -> None:
         """Let a pass drop its working sets (their KV pages) until rebind gives it others."""
@@ -345,6 +346,7 @@ class Pipeline:
                     with deferred_interrupts():  # a Ctrl-C waits until the pass is submitted and tracked
                         inflight.append(self._encode(pp))
                     submitted += 1
+                    draining = drain is not None and drain()
                 if not inflight:
                     if submitted < max_tokens and not draining:
                         raise ChannelError(f"run_ahead cannot submit pass {submitted + 1}: {self._blocked(pp)}, "

@@ -16,16 +16,18 @@ import weakref
 from ..errors import ValidationError
 
 
-def rebind(pipe, fwd, working_sets) -> None:
+def rebind(pipe, fwd, working_sets, live: bool = False) -> None:
     """Point `fwd` (and its prepared pass, if any) at `working_sets`, one per sequence of the pass (the caller
-    holds the device lock; no pass of it may be in flight)."""
+    holds the device lock). Passes of it in flight keep the working sets they were submitted with -- the
+    offsets are rewritten by queue writes ordered after them -- but only a `live` caller (a run that reads
+    their outputs knowing that, runtime/batch_run.py) may rebind then."""
     new = list(working_sets)
     pp = pipe._prepared.get(fwd)
     count = len(pp.wss) if pp is not None else len(fwd.working_sets) or len(new)
     if len(new) != count:
         raise ValidationError(f"rebind: this pass has {count} sequences, got {len(new)} working sets. Fix: a "
                               "ForwardPass of that many sequences")
-    if pp is not None and any(run.pp is pp for run in pipe._running):
+    if pp is not None and not live and any(run.pp is pp for run in pipe._running):
         raise ValidationError("rebind: passes of this ForwardPass are still in flight. Fix: let its run_ahead "
                               "finish first")
     old = fwd.working_sets

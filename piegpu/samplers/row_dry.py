@@ -50,8 +50,10 @@ class RowDry:
         return (self.params, self.history, self.flags, self.restart) + ((self.tails,) if self.tails else ())
 
     # ---- host ------------------------------------------------------------------------------
-    def start(self, stages: list, histories: list) -> None:
-        """Host: first cells; stages[i] is row i's resolved DRY (or None), histories[i] its tokens so far."""
+    def start(self, stages: list, histories: list, put=None) -> None:
+        """Host: first cells; stages[i] is row i's resolved DRY (or None), histories[i] its tokens so far.
+        `put(channel, cell)` puts each (default: channel.put)."""
+        put = put or (lambda ch, cell: ch.put(cell))
         B, L, V = self.rows, self.L, self.vocab
         params = np.zeros((B, FIELDS), np.float32)
         hist = np.tile(-(np.arange(L, dtype=np.int32) + 1), (B, 1))  # unique pads never match
@@ -74,12 +76,12 @@ class RowDry:
             restart[b, 0] = restart_key([int(t) for t in hist[b]], seqs)
             for i, s in enumerate(d._multi()):  # noqa: SLF001
                 tails[b, i, :len(s)] = s
-        self.params.put(params)
-        self.history.put(hist)
-        self.flags.put(flags)
-        self.restart.put(restart)
+        put(self.params, params)
+        put(self.history, hist)
+        put(self.flags, flags)
+        put(self.restart, restart)
         if self.tails is not None:
-            self.tails.put(tails)
+            put(self.tails, tails)
 
     # ---- traced ----------------------------------------------------------------------------
     def take(self) -> dict:

@@ -98,11 +98,13 @@ class RowSampler:
         """Traced, after step(): f32 [rows, carry_width] the rows' carried state after this pass."""
         return self._mu_next
 
-    def start(self, params: list, draws: list, states: list | None = None) -> None:
+    def start(self, params: list, draws: list, states: list | None = None, put=None) -> None:
         """Host: every channel's first cell (after clear()); draws[i] = tokens row i has drawn so far.
 
         `states[i]` is row i's RowState (needed when a row is penalized, constrained, has DRY or Mirostat).
+        `put(channel, cell)` puts each cell (default: channel.put; restart_row overwrites one row instead).
         """
+        put = put or (lambda ch, cell: ch.put(cell))
         states = [None] * self.rows if states is None else list(states)
         if len(params) != self.rows or len(draws) != self.rows or len(states) != self.rows:
             raise ValidationError(f"RowSampler.put: {len(params)} settings, {len(draws)} draw counts and "
@@ -110,23 +112,23 @@ class RowSampler:
         f = np.array([[1.0 / p.temperature if p.temperature > 0 else 1.0] for p in params], np.float32)
         i = np.array([[p.temperature == 0] for p in params], np.int32)  # 1/T rounded once, as Sampler's constant is
         r = np.array([[p.seed, d & 0xFFFFFFFF] for p, d in zip(params, draws)], np.uint32)
-        self.floats.put(f)
-        self.ints.put(i)
-        self.rng.put(r)
+        put(self.floats, f)
+        put(self.ints, i)
+        put(self.rng, r)
         if self.layout is not None:
-            self.extra["slots"].put(np.stack([self.layout.row(p.truncations) for p in params]))
+            put(self.extra["slots"], np.stack([self.layout.row(p.truncations) for p in params]))
             if "mu" in self.extra:
-                self.extra["mu"].put(np.array([[self._state(st, row, "mu") if p.mirostat else 0.0]
+                put(self.extra["mu"], np.array([[self._state(st, row, "mu") if p.mirostat else 0.0]
                                                for row, (p, st) in enumerate(zip(params, states))], np.float32))
         if "penalties" in self.extra:
-            self.extra["penalties"].put(np.array([[1.0 / p.repetition_penalty, p.repetition_penalty,
+            put(self.extra["penalties"], np.array([[1.0 / p.repetition_penalty, p.repetition_penalty,
                                                    p.presence_penalty, p.frequency_penalty] for p in params],
                                                  np.float32))
             counts = np.zeros((self.rows, self.vocab), np.int32)
             for row, (p, st) in enumerate(zip(params, states)):
                 if p.penalized:
                     counts[row] = self._state(st, row, "counts")
-            self.extra["counts"].put(counts)
+            put(self.extra["counts"], counts)
         if "bias" in self.extra:
             bias = np.zeros((self.rows, self.vocab), np.float32)
             for row, p in enumerate(params):
@@ -135,13 +137,19 @@ class RowSampler:
                         raise ValidationError(f"logit_bias: token {tok} is outside the vocab [0, {self.vocab}). "
                                               "Fix: use ids from this model's tokenizer")
                     bias[row, tok] = b
-            self.extra["bias"].put(bias)
+            put(self.extra["bias"], bias)
         if self.dry is not None:
             self.dry.start([p.dry for p in params],
                            [self._state(st, row, "history") if p.dry is not None else ()
-                            for row, (p, st) in enumerate(zip(params, states))])
+                            for row, (p, st) in enumerate(zip(params, states))], put)
         if "mask" in self.extra:
             self.put_mask(params, states)
+
+    def restart_row(self, row: int, params, draws: int, state=None) -> None:
+        """Host: row `row` starts over as a new sequence (params, tokens drawn so far, its RowState) in the cells
+        the next pass reads, while the other rows go on from the device (a batch row changing hands)."""
+        n = self.rows
+        self.start([params] * n, [draws] * n, [state] * n, lambda ch, cell: ch.put_row(row, cell[row]))
 
     def clear_mask(self) -> None:
         """Host: drop a queued grammar mask (no pass in flight)."""

@@ -18,9 +18,14 @@ PARAMS = [RowParams(0.0), RowParams(0.9, top_p=0.8, seed=3), RowParams(1.0, top_
           RowParams(0.0, presence_penalty=0.8, logit_bias=((7, 1.5),)), RowParams(1.1, seed=6, top_logprobs=3)]
 
 
+def fresh_tiny():
+    """The tiny model of these tests, loaded anew."""
+    return tiny_model(tiny_config(layers=2, vocab=300), seed=11)[0]
+
+
 @pytest.fixture(scope="module")
 def tiny(gpu):
-    return tiny_model(tiny_config(layers=2, vocab=300), seed=11)[0]
+    return fresh_tiny()
 
 
 def _ids(model, prompts=PROMPTS):
@@ -88,13 +93,14 @@ def test_rows_leave_at_stop_ids_and_budgets_mid_window(tiny, window1, window):
     assert batch.stats.compositions >= 4
 
 
-@pytest.mark.parametrize("window", [1, 4])
-def test_rows_that_change_hands_keep_the_decode_pass_and_give_each_rows_own_tokens(tiny, window):
-    """max_batch 2: as a row leaves, a waiting sequence takes it. The decode pass of two rows is kept and
-    handed over (Batch.stats.reseated: no new trace or plan), each row restarting from its own state (seeded
-    sampling rows, penalties). A sequence that joins mid-run holds more positions than any working set before
-    it, so more than the kept plan's RoPE table covered: that plan is built again. Every sequence gets exactly
-    its tokens alone."""
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_rows_change_hands_inside_a_run_and_each_sequence_gets_its_own_tokens(gpu, window):
+    """max_batch 2: as a row's sequence leaves, a waiting one takes the row inside the run, passes still in flight
+    (Batch.stats.handovers: no drain, no new plan), restarting from its own state (seeded sampling, penalties);
+    the tokens the row computed meanwhile for the one that left are discarded. A sequence that joins mid-run
+    holds more positions than any working set before it, so more than the plan's RoPE table covered: that plan
+    is built again. Every sequence gets exactly its tokens alone."""
+    tiny = fresh_tiny()  # (a model's RoPE table only grows: one of its own, sized by these working sets)
     vocab = tiny.config.vocab_size
     long_ids = tiny.tokenizer.encode(" ".join(str((7 * i) % 290 + 3) for i in range(150))).ids
     params = [RowParams(0.9, top_p=0.8, seed=10 + i, repetition_penalty=1.2) for i in range(len(PROMPTS) + 1)]
@@ -114,8 +120,36 @@ def test_rows_that_change_hands_keep_the_decode_pass_and_give_each_rows_own_toke
     run_sync(batch.run())
     alone = [_out(_run(tiny, [r], 1)[1])[0] for r in rows]
     _close(_out(seqs + late), alone)
-    assert batch.stats.reseated >= 3 and batch.stats.compositions > batch.stats.reseated
-    assert len([d for d in batch._decodes if d.size == 2]) == 1  # one pass of two rows served them all
+    assert batch.stats.handovers >= 4 and batch.stats.runs < batch.stats.handovers
+    for s in seqs + late:  # each working set holds exactly its accepted tokens
+        assert s.session.ws.length == len(s.prompt) - 1 + len(s.tokens)
+
+
+def test_a_later_composition_of_as_many_rows_takes_over_the_kept_pass(gpu):
+    """Row 0 leaves while nobody waits (the run drains to one row); a sequence joins and the batch grows to two
+    rows again: the kept two-row pass is handed to the new composition (Batch.stats.reseated: no new trace or
+    plan) -- its plan rebuilt, as the joiner holds more positions than its RoPE table covered."""
+    tiny = fresh_tiny()
+    vocab = tiny.config.vocab_size
+    long_ids = tiny.tokenizer.encode(" ".join(str((5 * i) % 280 + 7) for i in range(150))).ids
+    p = RowParams(0.8, top_k=30, seed=21)
+    rows = [(ids, p, n, ()) for ids, n in zip(_ids(tiny)[:2] + [long_ids], (2, 12, 5))]
+    batch = Batch(tiny, RowSampling(vocab), max_batch=2, window=2)
+    late = []
+
+    def join(seq, tok):
+        if len(seq.tokens) == 6 and not late:
+            ids, q, n, _ = rows[2]
+            late.append(batch.add(ids, q, n, row_state=RowState(q, vocab, ids)))
+        return True
+
+    seqs = [batch.add(ids, q, n, row_state=RowState(q, vocab, ids), on_token=join if i == 1 else None)
+            for i, (ids, q, n, _) in enumerate(rows[:2])]
+    run_sync(batch.run())
+    alone = [_out(_run(tiny, [r], 1)[1])[0] for r in rows]
+    _close(_out(seqs + late), alone)
+    assert batch.stats.reseated >= 1 and batch.stats.handovers == 0
+    assert len([d for d in batch._decodes if d.size == 2]) == 1  # one pass of two rows served both compositions
 
 
 @pytest.mark.parametrize("window", [2, 4])

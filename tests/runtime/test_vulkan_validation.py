@@ -54,8 +54,8 @@ NAGA_WORKGROUP_STRIDE = re.compile(
     r"(?:.*\n)*?The Vulkan spec states: .*\n")
 
 # Runs in the subprocess: load the default model, greedy and seeded top-p generate, a batch of 4
-# (window 4: several passes in flight, device-fed tokens, reused bind groups), and one /v1/completions request
-# through the server at window 2.
+# (window 4: several passes in flight, device-fed tokens, reused bind groups), six prompts over two rows (rows
+# handed over with passes in flight), and one /v1/completions request through the server at window 2.
 WORKLOAD = textwrap.dedent('''
     import json, socket, sys, threading, time, urllib.request
     import piegpu
@@ -69,6 +69,10 @@ WORKLOAD = textwrap.dedent('''
                                         temperature=0.8, seed=7).run()), flush=True)
     gens = model.generate_batch(["Hello", "The sky is", "1, 2, 3,", "Water boils at"], max_tokens=8, window=4)
     print("batch:", [g.tokens for g in gens], flush=True)
+    # six prompts over two rows at window 4: rows change hands with passes in flight (runtime/batch_run.py)
+    gens = model.generate_batch(["Hello", "The sky is", "1, 2, 3,", "Water boils at", "Red, green,", "Once"],
+                                max_tokens=5, max_batch=2, window=4)
+    print("handovers:", [g.tokens for g in gens], flush=True)
 
     import uvicorn
     from piegpu.server import Engine, build_app
@@ -105,7 +109,9 @@ BATCH_TOKENS = textwrap.dedent('''
     model = piegpu.load_model(verbose=False)
     info = dict(get_device().adapter.info)
     gens = model.generate_batch(["The capital of France is", "1, 2, 3, 4,"], max_tokens=6, window=2)
-    print("RESULT " + json.dumps({"adapter": info, "tokens": [g.tokens for g in gens]}), flush=True)
+    # three prompts over two rows: the third takes a row over with passes in flight (runtime/batch_run.py)
+    more = model.generate_batch(["Hello", "The sky is", "Water boils at"], max_tokens=4, max_batch=2, window=2)
+    print("RESULT " + json.dumps({"adapter": info, "tokens": [g.tokens for g in gens + more]}), flush=True)
 ''')
 
 
@@ -188,7 +194,7 @@ def test_layer_failures_parses_reports():
 @pytest.mark.slow
 def test_batch_greedy_tokens_equal_on_swiftshader_and_lavapipe():
     """generate_batch's greedy tokens on SwiftShader (storage-buffer weights, no subgroups: other kernels)
-    equal lavapipe's."""
+    equal lavapipe's, also where a row changes hands with passes in flight."""
     _require(CHROMIUM)
     _require(SWIFTSHADER_ICD)
     base = {k: v for k, v in os.environ.items()
