@@ -143,6 +143,7 @@ class Batch:
         self.sequences: list = []  # in the order they joined
         self.stats = BatchStats()
         self.interrupt: Callable[[], bool] | None = None  # asked at each read: True ends the run (to admit others)
+        self.on_leave: Callable[[], None] | None = None  # called when sequences left inside a run (rows handed over)
         self._decodes: list = []  # decode passes by (rows, sampling key), most recent last (see _decode_pass_for)
 
     # ---- joining ----------------------------------------------------------------------------

@@ -131,6 +131,8 @@ class DecodeRun:
                 gone.set_length(old.base + old.accepted)
             self.rows[i].append(t)
             batch.stats.handovers += 1
+            if batch.on_leave is not None:  # the one that left is done now, not when the run ends
+                batch.on_leave()
             return
 
     def _holder(self, i: int, p: int) -> Tenure:

@@ -44,6 +44,10 @@ class Engine:
         # a request arrived or left, or the server is stopping (the grace time is checked between runs):
         # the run ends at its next read
         self.batch.interrupt = lambda: self._poked or self._stopping
+        # requests prefilled beyond max_batch rows wait in the batch and take a row over as soon as one leaves,
+        # inside the run (runtime/batch_run.py); a request whose row was handed over finishes right then
+        self.standby = max_batch
+        self.batch.on_leave = self._collect
         self._poked = False
         pool = model.gpu.kv
         self.cache = PrefixCache(pool, int(cache_mb * (1 << 20)) // pool.bytes_per_page)  # the bound in pages
@@ -188,7 +192,7 @@ class Engine:
         budget = PREFILL_CHUNKS[0]
         picks = []  # [job, tokens this round]
         for job in list(self._joining):
-            if rows + len(job.params) > self.max_batch:
+            if rows + len(job.params) > self.max_batch + self.standby:
                 break  # keep arrival order: the first one that does not fit waits for room
             if job.session is None and not job.kv_pages:  # (a job waiting for its leader is admitted already)
                 admitted = self._admit(job)
@@ -367,7 +371,8 @@ class Engine:
         if job.session is not None and (job.choices or job.prefilled):
             self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages)
         # its KV pages go back to the pool now (the cache keeps its own references), not when the response is
-        # garbage collected: no pass of its rows is in flight any more (the batch's runs drain before they end)
+        # garbage collected. Passes of its rows may still be in flight (a row handed over inside a run): they
+        # write past its length only, and whatever takes those pages writes them in passes queued after them
         sessions = [job.session] + [c.seq.session for c in job.choices if c.seq is not None]
         for sess in sessions:
             if sess is not None:

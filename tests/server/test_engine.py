@@ -164,3 +164,19 @@ def test_a_stopped_engine_refuses_new_jobs_instead_of_holding_them(tiny):
     with pytest.raises(EngineStopped, match="the GPU device is lost"):
         eng.submit(job(tiny, PROMPTS[0], [RowParams(0.0)]))
     assert eng.load == 0
+
+
+@pytest.mark.parametrize("window", [1, 2])
+def test_requests_beyond_the_batch_take_rows_over_as_they_free(tiny, window):
+    """max_batch 2 and six requests of different lengths: the ones beyond the two rows are prefilled and wait in
+    the batch, then take a row over inside the run as soon as one leaves (no drain); each equals its run alone."""
+    eng = Engine(tiny, max_batch=2, window=window)
+    lengths = [3, 7, 4, 6, 2, 5]
+    prompts = PROMPTS + ["31 4 159"]
+    jobs = [job(tiny, p, [RowParams(0.0)], max_tokens=n) for p, n in zip(prompts, lengths)]
+    ev = run_jobs(eng, jobs)
+    for k, (p, n) in enumerate(zip(prompts, lengths)):
+        assert tokens_of(ev[k]) == alone(tiny, p, max_tokens=n), k
+        assert ev[k][-1]["type"] == "done" and ev[k][-1]["usage"]["completion_tokens"] == n
+    assert eng.batch.stats.handovers >= 2
+    assert eng.batch.active == [] and eng.load == 0
