@@ -214,10 +214,8 @@ class Batch:
         if any(not s.ready for s in self.active):
             await self._prefill_round()
         ready = [s for s in self.active if s.ready][: self.max_batch]
-        # the pages of the whole run, or of the next token at least (the run is then cut to what they hold)
         budget = min((s.max_tokens - len(s.tokens) for s in ready), default=0)
-        ready = [s for s in ready if self._reserve(s, s.session.ws.length + budget, quiet=True)
-                 or self._reserve(s, s.session.ws.length + 1)]
+        ready = [s for s in ready if self._reserve_ahead(s, budget)]
         if ready:
             await self._decode_run(ready)
         return bool(self.active)
@@ -251,6 +249,13 @@ class Batch:
             if not quiet:
                 s.finish_reason, s.error = "error", str(e)
             return False
+
+    @classmethod
+    def _reserve_ahead(cls, s: Sequence, passes: int) -> bool:
+        """KV pages for s's next `passes` tokens, or for the next one at least (its run is then cut to what its
+        pages hold: batch_run.tenure); False when not even that (s left with the pool's error)."""
+        length = s.session.ws.length
+        return cls._reserve(s, length + passes, quiet=True) or cls._reserve(s, length + 1)
 
     def _decode_pass_for(self, wss: list, key) -> _DecodePass:
         """The decode pass of these working sets: the last one of as many rows and the same sampling key,

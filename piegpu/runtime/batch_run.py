@@ -114,13 +114,11 @@ class DecodeRun:
             params[i] = w.params
             if batch.sampling.key(params) != d.key:
                 continue
-            ws = w.session.ws
-            budget = min(w.max_tokens - len(w.tokens), ws.max_tokens - ws.length)
-            if not (batch._reserve(w, ws.length + budget, quiet=True) or batch._reserve(w, ws.length + 1)):
+            if not batch._reserve_ahead(w, w.max_tokens - len(w.tokens)):
                 continue  # (it left with the pool's error)
             old = self.rows[i][-1]
             wss = [s.session.ws for s in holders]
-            wss[i] = ws
+            wss[i] = w.session.ws
             batch.pipe.rebind(d.fwd, wss, live=True)
             d.wss = wss
             t = tenure(w, self._next_pass())

@@ -52,9 +52,9 @@ class RowDry:
     # ---- host ------------------------------------------------------------------------------
     def start(self, stages: list, histories: list, put=None) -> None:
         """Host: first cells; stages[i] is row i's resolved DRY (or None), histories[i] its tokens so far.
-        `put(channel, cell)` puts each (default: channel.put)."""
+        `put(channel, cell)` puts each (default: channel.put; a restart passes one row's and overwrites it)."""
         put = put or (lambda ch, cell: ch.put(cell))
-        B, L, V = self.rows, self.L, self.vocab
+        B, L, V = len(stages), self.L, self.vocab
         params = np.zeros((B, FIELDS), np.float32)
         hist = np.tile(-(np.arange(L, dtype=np.int32) + 1), (B, 1))  # unique pads never match
         flags = np.zeros((B, V), np.int32)

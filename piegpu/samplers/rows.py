@@ -104,11 +104,19 @@ class RowSampler:
         `states[i]` is row i's RowState (needed when a row is penalized, constrained, has DRY or Mirostat).
         `put(channel, cell)` puts each cell (default: channel.put; restart_row overwrites one row instead).
         """
-        put = put or (lambda ch, cell: ch.put(cell))
         states = [None] * self.rows if states is None else list(states)
         if len(params) != self.rows or len(draws) != self.rows or len(states) != self.rows:
             raise ValidationError(f"RowSampler.put: {len(params)} settings, {len(draws)} draw counts and "
                                   f"{len(states)} row states for {self.rows} rows. Fix: one of each per row")
+        self._cells(params, draws, states, put or (lambda ch, cell: ch.put(cell)))
+        if "mask" in self.extra:
+            self.put_mask(params, states)
+
+    def _cells(self, params: list, draws: list, states: list, put, first: int = 0) -> None:
+        """Every channel's cells (but the grammar mask) for the rows of `params`: all of them, or from row
+        `first` on (a restart puts one row's)."""
+        n = len(params)
+        rows = lambda: enumerate(zip(params, states), start=first)  # noqa: E731 -- (row, (params, state))
         f = np.array([[1.0 / p.temperature if p.temperature > 0 else 1.0] for p in params], np.float32)
         i = np.array([[p.temperature == 0] for p in params], np.int32)  # 1/T rounded once, as Sampler's constant is
         r = np.array([[p.seed, d & 0xFFFFFFFF] for p, d in zip(params, draws)], np.uint32)
@@ -119,18 +127,18 @@ class RowSampler:
             put(self.extra["slots"], np.stack([self.layout.row(p.truncations) for p in params]))
             if "mu" in self.extra:
                 put(self.extra["mu"], np.array([[self._state(st, row, "mu") if p.mirostat else 0.0]
-                                               for row, (p, st) in enumerate(zip(params, states))], np.float32))
+                                               for row, (p, st) in rows()], np.float32))
         if "penalties" in self.extra:
             put(self.extra["penalties"], np.array([[1.0 / p.repetition_penalty, p.repetition_penalty,
                                                    p.presence_penalty, p.frequency_penalty] for p in params],
                                                  np.float32))
-            counts = np.zeros((self.rows, self.vocab), np.int32)
-            for row, (p, st) in enumerate(zip(params, states)):
+            counts = np.zeros((n, self.vocab), np.int32)
+            for row, (p, st) in rows():
                 if p.penalized:
-                    counts[row] = self._state(st, row, "counts")
+                    counts[row - first] = self._state(st, row, "counts")
             put(self.extra["counts"], counts)
         if "bias" in self.extra:
-            bias = np.zeros((self.rows, self.vocab), np.float32)
+            bias = np.zeros((n, self.vocab), np.float32)
             for row, p in enumerate(params):
                 for tok, b in p.logit_bias:
                     if tok >= self.vocab:
@@ -141,15 +149,12 @@ class RowSampler:
         if self.dry is not None:
             self.dry.start([p.dry for p in params],
                            [self._state(st, row, "history") if p.dry is not None else ()
-                            for row, (p, st) in enumerate(zip(params, states))], put)
-        if "mask" in self.extra:
-            self.put_mask(params, states)
+                            for row, (p, st) in rows()], put)
 
     def restart_row(self, row: int, params, draws: int, state=None) -> None:
         """Host: row `row` starts over as a new sequence (params, tokens drawn so far, its RowState) in the cells
         the next pass reads, while the other rows go on from the device (a batch row changing hands)."""
-        n = self.rows
-        self.start([params] * n, [draws] * n, [state] * n, lambda ch, cell: ch.put_row(row, cell[row]))
+        self._cells([params], [draws], [state], lambda ch, cell: ch.put_row(row, cell[0]), first=row)
 
     def clear_mask(self) -> None:
         """Host: drop a queued grammar mask (no pass in flight)."""
