@@ -59,17 +59,18 @@ def _decode_run(model, ids: list, B: int, n: int, window) -> tuple:
     return time.perf_counter() - t0, python_threads_cpu_s() - h0, batch.stats
 
 
-def batched_decode(model, batches=(1, 8, 16), windows=(1, 2, 4), tokens: int = 16, runs: int = 3) -> dict:
+def batched_decode(model, batches=(1, 8, 16), windows=(1, 2, 4, 8), tokens: int = 16, runs: int = 3) -> dict:
     """Greedy decode through the runtime Batch in steady state: a run of 2N tokens minus a run of N, per pass.
 
     Per batch size at the adapter's default window (pass_table: ms per pass, tokens/s, ratios
-    to B=1, plus host CPU ms per pass), and at B=8 per window in `windows` (ms and host ms
-    per pass, host waits per generated token). Configurations take turns run by run.
+    to B=1, plus host CPU ms per pass), at B=8 per window in `windows` (ms and host ms
+    per pass, host waits per generated token), and B=16 at a GPU's window (runtime.window.WINDOW,
+    passes submitted in groups). Configurations take turns run by run.
     """
-    from ..runtime.window import default_window
+    from ..runtime.window import WINDOW, default_window
     ids = model.tokenizer.encode(DECODE_PROMPT).ids
     default = default_window(model.gpu.dev)
-    configs = list(dict.fromkeys([(B, default) for B in batches] + [(8, W) for W in windows]))
+    configs = list(dict.fromkeys([(B, default) for B in batches] + [(8, W) for W in windows] + [(16, WINDOW)]))
     wall = {c: [] for c in configs}
     host = {c: [] for c in configs}
     waits = {}
@@ -87,6 +88,9 @@ def batched_decode(model, batches=(1, 8, 16), windows=(1, 2, 4), tokens: int = 1
                       window=default)
     out["windows"] = {W: {"ms_per_pass": statistics.median(wall[8, W]), "host_ms_per_pass": statistics.median(host[8, W]),
                           "host_waits_per_token": waits[8, W]} for W in windows}
+    out["gpu_window"] = {"window": WINDOW, **{B: {"ms_per_pass": statistics.median(wall[B, WINDOW]),
+                                                  "host_ms_per_pass": statistics.median(host[B, WINDOW])}
+                                              for B in (8, 16) if (B, WINDOW) in wall}}
     return out
 
 
@@ -152,7 +156,7 @@ def rows(r: dict) -> list:
         lines.append(f"prefill {n} tokens: piegpu {p['piegpu_tokens_per_s']:.0f} tokens/s, numpy reference "
                      f"{p['numpy_tokens_per_s']:.0f} tokens/s -> {p['ratio']:.2f}x numpy (same run, interleaved)")
     for B, d in r["batched_decode"].items():
-        if B == "windows":
+        if B in ("windows", "gpu_window"):
             continue
         pairs = d["per_sequence_ms_vs_b1_runs"]
         host = f", host {d['host_ms_per_pass']:.2f} ms CPU/pass" if "host_ms_per_pass" in d else ""
@@ -164,6 +168,12 @@ def rows(r: dict) -> list:
         lines.append("batched run-ahead B=8, steady state: " + "; ".join(
             f"window {W}: {w['ms_per_pass']:.1f} ms/pass, host {w['host_ms_per_pass']:.2f} ms CPU/pass, "
             f"{w['host_waits_per_token']:.2f} host waits/token" for W, w in windows.items()))
+    gw = r["batched_decode"].get("gpu_window")
+    if gw:
+        from ..runtime.window import default_group
+        lines.append(f"at a GPU's window {gw['window']} (groups of {default_group(gw['window'])} passes a submit): "
+                     + "; ".join(f"B={B} {d['ms_per_pass']:.1f} ms/pass, host {d['host_ms_per_pass']:.2f} ms CPU/pass"
+                                 for B, d in gw.items() if B != "window"))
     e = r.get("end_to_end")
     if e:
         lines.append(f"end to end: generate_batch of {e['prompts']} prompts x {e['tokens']} tokens (prefill in) "

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from ..runtime.window import WINDOW, default_group
 from .host import python_threads_cpu_s
 
 LLAMA_CPP_VULKAN_Q4_1_MS = 472.0  # llama.cpp Vulkan backend on lavapipe, Q4_1 (anchor)
@@ -68,8 +69,9 @@ class _Bench:
             token_out.put(tok)
         return fwd, token_out
 
-    async def run_ahead(self, sampler) -> float:
-        """One run of run_ahead: ms/token (dispatches and submits per token go to self.counts)."""
+    async def run_ahead(self, sampler, window: int | None = None) -> float:
+        """One run of run_ahead (at `window`, else the pipeline's): ms/token (dispatches and submits per token go to
+        self.counts, host CPU ms per token to self.host_ms)."""
         ws = await self._prefilled_ws()
         fwd, token_out = self._loop(ws, sampler)
         self.pipe.prepare(fwd)
@@ -82,7 +84,7 @@ class _Bench:
             if not first:
                 first.extend((time.perf_counter(), python_threads_cpu_s()))
             return True
-        await self.pipe.run_ahead(fwd, self.n + 1, on_token)
+        await self.pipe.run_ahead(fwd, self.n + 1, on_token, window=window)
         dt = time.perf_counter() - first[0]
         self.host_ms = (python_threads_cpu_s() - first[1]) / self.n * 1e3
         s = self.pipe.stats
@@ -298,8 +300,16 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
         counts.update(dispatches_per_token=b.counts[0], submits_per_token=b.counts[1])
         counts.setdefault("host_ms_runs", []).append(b.host_ms)
         return ms
+    gpu_counts: dict = {}
+
+    def greedy_gpu_window() -> float:  # the window (and groups) a GPU adapter runs at, for its host cost
+        ms = loop.run(b.run_ahead(greedy(), window=WINDOW))
+        gpu_counts.update(submits_per_token=b.counts[1])
+        gpu_counts.setdefault("host_ms_runs", []).append(b.host_ms)
+        return ms
     modes = {
         "run_ahead_greedy": greedy_run_ahead,
+        "run_ahead_greedy_gpu_window": greedy_gpu_window,
         "run_ahead_top_p": lambda: loop.run(b.run_ahead(top_p(0.9, 0.8))),
         "depth1_greedy": lambda: loop.run(b.depth1()),
         "host_sampling": b.host_sampling,
@@ -319,6 +329,9 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     counts["host_ms_runs"] = counts["host_ms_runs"][1:]  # the warm-up round is dropped, as for the times
     counts["host_ms_per_token"] = _median(counts["host_ms_runs"])
     out["run_ahead_greedy"].update(counts)
+    gpu_counts["host_ms_runs"] = gpu_counts["host_ms_runs"][1:]
+    out["run_ahead_greedy_gpu_window"].update(gpu_counts, host_ms_per_token=_median(gpu_counts["host_ms_runs"]),
+                                              window=WINDOW, group=default_group(WINDOW))
     out["depth1_greedy"]["submits_per_token"] = 1.0
     loop.close()
     out["host_sampling"]["readback_bytes_per_token"] = model.gpu.config.vocab_size * 4
@@ -349,6 +362,11 @@ def table(r: dict) -> str:
         f"{a['dispatches_per_token']:.0f} dispatches, {a['submits_per_token']:.0f} submit per token, "
         f"window {r.get('window', '?')}, host {a.get('host_ms_per_token', float('nan')):.2f} ms CPU/token "
         "(Python threads)")
+    if "run_ahead_greedy_gpu_window" in r:
+        g = r["run_ahead_greedy_gpu_window"]
+        add(f"(a') (a) at a GPU's window {g['window']}", g,
+            f"groups of {g['group']} passes a submit ({g['submits_per_token']:.2f} submits per token), host "
+            f"{g['host_ms_per_token']:.2f} ms CPU/token (Python threads)")
     add("(b) run_ahead, fused top-p epilogue", r["run_ahead_top_p"], "p=0.9, T=0.8, bisection on the device")
     add("(c) depth-1 submit per token", r["depth1_greedy"], "host waits for each token")
     add("(d) host-side sampling", r["host_sampling"], "full logits read back, numpy argmax")

@@ -403,6 +403,13 @@ class Channel:
         """The host mirror (head, tail, queued cells) to rewind to."""
         return self._head, self._tail, dict(self._cells)
 
+    def unmirror(self, snap: tuple, never: set) -> None:
+        """Forget passes committed to the host mirror but never submitted (ids `never`): back to `snap`."""
+        for c in self._cells.values():
+            if c.pass_id in never:
+                self._recycle(c)
+        self._head, self._tail, self._cells = snap[0], snap[1], dict(snap[2])
+
     def rewind(self, snap: tuple, discarded: set) -> None:
         """Undo the passes in `discarded` (pass ids, all submitted after `snap` and now finished).
 

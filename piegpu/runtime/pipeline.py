@@ -1,9 +1,10 @@
 """The pipeline: encodes passes (forward + epilogue + commits) and keeps a window of them in flight.
 
-Every pass is ONE command encoder and ONE submit: the forward dispatches, the
-epilogue's dispatches, the channel/KV commits, and copies of the cells the host may
-take into pooled mappable buffers. run_ahead submits up to WINDOW passes before it
-waits for anything; the host only ever waits on a mapped cell it asked for.
+A pass is one compute pass -- the forward dispatches, the epilogue's dispatches, the KV
+advance -- followed by copies of the cells the host may take into pooled mappable buffers.
+run_ahead keeps up to a window of passes in flight and submits them in groups (one command
+encoder and one submit per group: runtime/submission.py); the host only ever waits on a
+mapped cell it asked for.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from ..eta.tracer import trace
 from .cells import reusable
 from .compiled import compile_program
 from .device import MODEL_CLOSED, device_lock, lost_device_error
-from . import waits
-from .dispatch import replay
+from . import submission, waits
 from .forward import ForwardPass, readout_rows_of, sequences_of
 from .interrupts import deferred_interrupts
 from .rebind import park, rebind
 from .records import PipelineStats, PreparedPass, SubmittedPass, UnsettledRun
-from .window import check_window, default_window
+from .window import check_group, check_window, default_group, default_window
 
 _PASS_IDS = itertools.count(1)  # process-wide, so passes of different pipelines compare by age
 
@@ -39,7 +39,7 @@ class Pipeline:
     """
 
     def __init__(self, model, target: str | None = None, window: int | None = None,
-                 record_ahead: bool | None = None):
+                 record_ahead: bool | None = None, group: int | None = None):
         self.model = model
         self.gpu = model.gpu
         self.device = self.gpu.device
@@ -49,6 +49,7 @@ class Pipeline:
             raise ValidationError(f"epilogue target {self.target!r} cannot run through wgpu. "
                                   f"Fix: use one of {list(WGPU_TARGETS)}")
         self.window = default_window(model.gpu.dev) if window is None else check_window(window, "Pipeline")
+        self.group = None if group is None else check_group(group, "Pipeline")  # None: default_group(window)
         # Recording the next pass while the current one runs hides ~1 ms of host encoding per pass on
         # a GPU; on lavapipe the host shares the cores with the "device" and it measured 4 ms/token
         # slower (44.2 vs 40.2 ms, 8 interleaved runs): off on CPU adapters.
@@ -169,100 +170,21 @@ class Pipeline:
         if rec.fence is not None:
             self._fences.append(rec.fence)
 
-    def _record(self, pp: PreparedPass) -> tuple:
-        """The pass's device work (forward, epilogue, KV advance) as (command buffer, dispatches).
-
-        It reads every length and cell position from the device, so it depends on no host
-        state and can be recorded while the previous pass runs (see _record_ahead).
-        """
-        try:
-            enc = self.device.create_command_encoder()
-            cpass = enc.begin_compute_pass()
-            tokens = pp.tokens.ensure(self.device)
-            if len(pp.wss) == 1:
-                ws = pp.wss[0]()
-                logits, n = self.gpu.encode(cpass, ws, pp.T, tokens, pp.readout[0], pp.hidden)
-                n += pp.compiled.encode(cpass, self._bind_group(pp, logits))
-                keep = pp.keep
-                n += self.gpu.encode_advance(cpass, ws, pp.T, keep.buffer if keep is not None else None)
-            else:  # the plan advances every working set; the epilogue reads no KV length
-                key = tuple(pp.seqs)
-                hit = pp.plans.get(key)
-                if hit is None:
-                    seqs = [(ref(), first, count) for ref, (first, count) in zip(pp.wss, pp.seqs)]
-                    hit = pp.plans[key] = self.gpu.batch_plan(seqs, tokens, pp.readout, pp.hidden)
-                replay(cpass, hit.plan)
-                n = len(hit.plan) + pp.compiled.encode(cpass, self._bind_group(pp, hit.logits))
-            cpass.end()
-            return enc.finish(), n
-        except Exception as e:
-            raise lost_device_error(e, "encoding a pass") or e
-
     def _record_ahead(self, pp: PreparedPass) -> None:
         """Record the next pass now, while the device is busy, so its submit costs no encoding."""
         if self.record_ahead and pp.recorded is None and all(ref() is not None for ref in pp.wss):
             with self._device_work():
-                pp.recorded = self._record(pp)
+                pp.recorded = submission.record(self, pp)
 
-    def _encode(self, pp: PreparedPass) -> SubmittedPass:
-        """Encode and submit one pass, updating the host mirror (callers hold deferred_interrupts()).
+    def _encode(self, pp: PreparedPass, k: int = 1, more=None) -> list:
+        """Encode and submit up to k passes in one submit (runtime/submission.py; callers hold
+        deferred_interrupts()); their SubmittedPass records.
 
-        Under the device lock: the pass's record, its submit and the host mirror of its
+        Under the device lock: the passes' records, their submit and the host mirror of their
         channels and working sets change together with respect to other threads too.
         """
         with self._device_work():
-            return self._encode_locked(pp)
-
-    def _encode_locked(self, pp: PreparedPass) -> SubmittedPass:
-        self._refresh_sequences(pp)
-        wss = [ref() for ref in pp.wss]
-        for i, (ws, (_, count)) in enumerate(zip(wss, pp.seqs)):
-            if ws.length + count > ws.max_tokens:
-                who = "the working set" if len(wss) == 1 else f"sequence {i}'s working set"
-                raise ValidationError(f"{who} is full: {ws.length} + {count} tokens exceed its {ws.max_tokens} "
-                                      "positions. Fix: model.working_set(max_tokens=...) with more room")
-        for i, (ws, (_, count)) in enumerate(zip(wss, pp.seqs)):
-            try:  # pages for the positions this pass writes, in the page tables before its submit
-                ws.reserve(ws.length + count)
-            except ValidationError as e:
-                raise ValidationError(f"sequence {i} of the pass: {e}" if len(wss) > 1 else str(e)) from None
-        snap = {ch: ch.snapshot() for ch in pp.channels}
-        snap["ws"] = [(ws, ws.length) for ws in wss]
-        pid = next(_PASS_IDS)
-        recorded, pp.recorded = pp.recorded, None
-        self.stats.recorded_ahead += recorded is not None
-        work, n = recorded or self._record(pp)  # on failure nothing was submitted, the host mirror is untouched
-        try:
-            enc = self.device.create_command_encoder()  # the copies for the host and the fence
-        except Exception as e:
-            raise lost_device_error(e, "encoding a pass") or e
-        # Host mirror: consume taken cells, then register the cells this pass puts.
-        for slot, (takes, puts) in pp.counts.items():
-            self.stats.staged_bytes += pp.channels[slot].commit(pid, takes, puts, enc)
-        fence = None
-        if not waits.native():  # else the pass is waited for by its submission index
-            fence = self._fence()
-            buf, off, _ = wss[0].state
-            enc.copy_buffer_to_buffer(buf, off, fence, 0, 16)  # any small copy after the pass will do
-        try:
-            index = waits.submit(self.device, [work, enc.finish()])
-        except Exception as e:
-            err = lost_device_error(e, "submitting a pass")
-            for ch in pp.channels:
-                ch.poison(err or e)
-            if err is not None:
-                raise err from e
-            raise
-        for ws, (_, count) in zip(wss, pp.seqs):
-            ws.length += count
-            ws.last_pass = pid  # a later rewind must not undo what this pass built on
-        for ch in pp.channels:
-            ch.submitted(pid, index)
-        pp.submits += 1
-        self.stats.passes += 1
-        self.stats.submits += 1
-        self.stats.dispatches += n
-        return SubmittedPass(pid, snap, fence, index)
+            return submission.encode_group(self, pp, k, more or (lambda: True), _PASS_IDS)
 
     def _refresh_sequences(self, pp: PreparedPass) -> None:
         """Take up new indptr offsets the host put since the last pass (same sequences and token count)."""
@@ -304,16 +226,17 @@ class Pipeline:
         if why is not None:
             raise ChannelError(f"cannot submit the pass: {why}. Fix: put or take cells first")
         with deferred_interrupts():  # the host mirror and the submitted pass change together
-            rec = self._encode(pp)
+            rec = self._encode(pp)[0]
         if pp.submits > 1:  # a depth-1 loop: record the next pass while this one runs
             self._record_ahead(pp)
         await self._wait(rec)
 
     async def run_ahead(self, fwd: ForwardPass, max_tokens: int, on_token, window: int | None = None,
-                        drain=None) -> int:
+                        drain=None, group: int | None = None) -> int:
         """Keep up to `window` passes in flight; call on_token once per pass; stop when it returns False.
 
-        `window` overrides the pipeline's for this run. `drain`, if given, is asked before each
+        `window` and `group` (passes a submit, at most the window: runtime/submission.py) override
+        the pipeline's for this run. `drain`, if given, is asked before each
         submit: once it returns True no further pass is submitted, and on_token still runs
         for every pass in flight (their outputs are accepted, not discarded).
 
@@ -332,6 +255,9 @@ class Pipeline:
         if max_tokens <= 0:
             return 0
         window = self.window if window is None else check_window(window, "run_ahead")
+        group = check_group(group, "run_ahead") if group is not None else self.group or default_group(window)
+        group = min(group, window)
+        more = (lambda: True) if drain is None else (lambda: not drain())
         pp = self.prepare(fwd)
         inflight: deque = deque()  # records of passes whose output on_token has not accepted yet
         token = UnsettledRun(pp, inflight, asyncio.get_running_loop(), asyncio.current_task())
@@ -343,9 +269,13 @@ class Pipeline:
                 draining = drain is not None and drain()
                 while (not draining and submitted < max_tokens and len(inflight) < window
                        and self._blocked(pp) is None):
-                    with deferred_interrupts():  # a Ctrl-C waits until the pass is submitted and tracked
-                        inflight.append(self._encode(pp))
-                    submitted += 1
+                    k = min(group, max_tokens - submitted)
+                    if inflight and window - len(inflight) < k:
+                        break  # wait for room for a whole group
+                    with deferred_interrupts():  # a Ctrl-C waits until the passes are submitted and tracked
+                        recs = self._encode(pp, k, more)
+                    inflight.extend(recs)
+                    submitted += len(recs)
                     draining = drain is not None and drain()
                 if not inflight:
                     if submitted < max_tokens and not draining:

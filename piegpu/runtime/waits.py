@@ -76,6 +76,9 @@ def submit(device, command_buffers: list) -> int | None:
     return int(lib.wgpuQueueSubmitForIndex(device.queue._internal, len(command_buffers), arr))
 
 
+_FINISHED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # device -> highest submission known finished
+
+
 def _poll(device, index: int | None) -> None:
     lib, ffi = _NATIVE
     if index is None:
@@ -83,6 +86,14 @@ def _poll(device, index: int | None) -> None:
         return
     idx = ffi.new("WGPUSubmissionIndex *", index)
     lib.wgpuDevicePoll(device._internal, True, idx)
+    if index > _FINISHED.get(device, -1):  # (submissions finish in order)
+        _FINISHED[device] = index
+
+
+def finished(device, index: int) -> bool:
+    """Whether submission `index` is known to have finished (a wait for it or a later one returned):
+    the passes of a group share one submission, and only the first of their reads needs to wait."""
+    return index <= _FINISHED.get(device, -1)
 
 
 class _Waiter(threading.Thread):
@@ -146,6 +157,8 @@ async def _may_block() -> bool:
 
 async def wait_submission(device, index: int) -> None:
     """Until submission `index` of `device` has finished (blocking where nothing else could run meanwhile)."""
+    if finished(device, index):
+        return
     if await _may_block():
         _poll(device, index)
         return
@@ -162,7 +175,8 @@ async def wait_submission(device, index: int) -> None:
 
 def wait_submission_sync(device, index: int) -> None:
     """wait_submission without an event loop."""
-    _poll(device, index)
+    if not finished(device, index):
+        _poll(device, index)
 
 
 def native() -> bool:

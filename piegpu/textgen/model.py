@@ -71,15 +71,17 @@ class Model:
     def __repr__(self) -> str:
         return f"<piegpu.Model {self.source}: {self.config.num_hidden_layers} layers, vocab {self.config.vocab_size}>"
 
-    def pipeline(self, target: str | None = None, window: int | None = None, record_ahead: bool | None = None):
+    def pipeline(self, target: str | None = None, window: int | None = None, record_ahead: bool | None = None,
+                 group: int | None = None):
         """A Pipeline running this model's forward passes (epilogues in WGSL, or `target`).
 
-        `window`: passes run_ahead keeps in flight (default 4 on GPUs, 1 on CPU adapters).
+        `window`: passes run_ahead keeps in flight (default 8 on GPUs, 1 on CPU adapters).
         `record_ahead`: record each next pass while the current one runs (default: GPUs only).
+        `group`: passes submitted together, in one command buffer (default: half the window).
         """
         from ..runtime.pipeline import Pipeline
         self.check_open()
-        return Pipeline(self, target=target, window=window, record_ahead=record_ahead)
+        return Pipeline(self, target=target, window=window, record_ahead=record_ahead, group=group)
 
     @property
     def default_pipeline(self):

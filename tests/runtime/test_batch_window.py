@@ -63,7 +63,7 @@ def _close(a, b):
         assert [[t for t, _ in x] for x in top] == [[t for t, _ in x] for x in top2]
 
 
-@pytest.mark.parametrize("window", [1, 2, 4])
+@pytest.mark.parametrize("window", [1, 2, 4, 8])
 def test_rows_equal_window_1_and_each_row_alone(tiny, window1, window):
     rows, alone, together = window1
     batch, seqs = _run(tiny, rows, window)
@@ -73,7 +73,7 @@ def test_rows_equal_window_1_and_each_row_alone(tiny, window1, window):
     assert all(s.host_waits == -(-12 // window) for s in seqs)
 
 
-@pytest.mark.parametrize("window", [2, 4])
+@pytest.mark.parametrize("window", [2, 4, 8])
 def test_rows_leave_at_stop_ids_and_budgets_mid_window(tiny, window1, window):
     """Rows leave at different passes (stop token, own max_tokens); the others go on with the same tokens."""
     rows, alone, _ = window1
@@ -93,7 +93,7 @@ def test_rows_leave_at_stop_ids_and_budgets_mid_window(tiny, window1, window):
     assert batch.stats.compositions >= 4
 
 
-@pytest.mark.parametrize("window", [1, 2, 4])
+@pytest.mark.parametrize("window", [1, 2, 4, 8])
 def test_rows_change_hands_inside_a_run_and_each_sequence_gets_its_own_tokens(gpu, window):
     """max_batch 2: as a row's sequence leaves, a waiting one takes the row inside the run, passes still in flight
     (Batch.stats.handovers: no drain, no new plan), restarting from its own state (seeded sampling, penalties);
@@ -194,7 +194,7 @@ def test_a_grammar_row_beside_free_rows_runs_the_batch_at_window_1_then_runs_ahe
     assert batch.stats.host_waits == 4 + 2 and batch.stats.decode_passes == 12
 
 
-@pytest.mark.parametrize("window", [2, 4])
+@pytest.mark.parametrize("window", [2, 4, 8])
 def test_generate_batch_stop_strings_emit_no_extra_text(tiny, window):
     base = tiny.generate_batch(PROMPTS[:4], max_tokens=12, window=1)
     text = base[2].text

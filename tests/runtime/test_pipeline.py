@@ -11,6 +11,7 @@ import pytest
 from piegpu import (Channel, ChannelError, ForwardPass, StateGeometry, ValidationError, channel_capacity, dtype,
                     eta)
 from piegpu.runtime import waits
+from piegpu.runtime.window import default_group
 from piegpu.eta import intrinsics, reduce_argmax, reshape
 from tests.helpers import tiny_config, tiny_model
 
@@ -59,14 +60,20 @@ def host_greedy(model, ids, n):
     return out
 
 
-@pytest.mark.parametrize("window, record_ahead", [(4, False), (4, True), (1, True)])
-def test_device_loop_matches_host_round_trip(tiny, window, record_ahead):
+@pytest.mark.parametrize("window, record_ahead, group", [(4, False, None), (4, True, 1), (4, True, None),
+                                                          (1, True, None), (8, False, 4), (8, True, 8)])
+def test_device_loop_matches_host_round_trip(tiny, window, record_ahead, group):
+    """Passes submitted one by one or in groups (one command buffer, one submit) give host greedy's tokens."""
     model, _ = tiny
     ids = [5, 17, 42, 7]
-    pipe = model.pipeline(window=window, record_ahead=record_ahead)
-    ws = device_vs_host_greedy(model, pipe, ids, 20)
+    pipe = model.pipeline(window=window, record_ahead=record_ahead, group=group)
+    ws = device_vs_host_greedy(model, pipe, ids, 20, pipe.stats)
     assert ws.length == len(ids) + 20 - 1
-    assert pipe.stats.recorded_ahead == (20 - window if record_ahead else 0)
+    g = group or default_group(window)
+    submits = pipe.stats.submits - 1  # (the prefill's)
+    assert pipe.stats.passes - 1 == 20 and submits == -(-20 // g)
+    # the first pass of every submit after the first window was recorded while earlier passes ran
+    assert pipe.stats.recorded_ahead == (submits - window // g if record_ahead else 0)
 
 
 def test_default_model_device_loop_matches_host_round_trip(default_model):
@@ -74,10 +81,12 @@ def test_default_model_device_loop_matches_host_round_trip(default_model):
     device_vs_host_greedy(default_model, default_model.pipeline(), ids, 16)
 
 
-def device_vs_host_greedy(model, pipe, ids: list, n: int):
+def device_vs_host_greedy(model, pipe, ids: list, n: int, stats=None):
     """Run the device loop for n tokens after prefilling ids; assert it equals host greedy; the working set."""
     ws = model.working_set(len(ids) + n + 8)
     prefill(pipe, ws, ids[:-1])
+    if stats is not None:
+        assert (stats.passes, stats.submits) == (1, 1)
     fwd, _, token_out = greedy_loop(ws, ids[-1])
     got = []
 
@@ -89,10 +98,11 @@ def device_vs_host_greedy(model, pipe, ids: list, n: int):
     return ws
 
 
-def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tiny, monkeypatch):
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_fusion_one_submit_per_group_no_logits_readback_no_wait_inside_window(tiny, monkeypatch, group):
     import wgpu
     model, _ = tiny
-    pipe = model.pipeline(window=4, record_ahead=True)  # several passes in flight, as on a GPU
+    pipe = model.pipeline(window=4, record_ahead=True, group=group)  # several passes in flight, as on a GPU
     ws = model.working_set(128)
     prefill(pipe, ws, [1, 2, 3])
     fwd, _, token_out = greedy_loop(ws, 4)
@@ -127,7 +137,8 @@ def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tin
         return orig_native_submit(device, bufs)
 
     async def wait_submission(device, index):
-        events.append(("wait", index))
+        if not waits.finished(device, index):  # (else it returns at once)
+            events.append(("wait", index))
         return await orig_wait(device, index)
 
     monkeypatch.setattr(enc_cls, "copy_buffer_to_buffer", copy)
@@ -143,30 +154,34 @@ def test_fusion_one_submit_per_pass_no_logits_readback_no_wait_inside_window(tin
         return True
     n = run(pipe.run_ahead(fwd, 12, on_token))
     passes = pipe.stats.passes - before
-    # every pass after the first window was recorded while earlier ones ran: its submit encodes nothing
-    assert pipe.stats.recorded_ahead - ahead == passes - pipe.window
     submits = [e for e in events if e[0] == "submit"]
+    # the first pass of every submit after the first window was recorded while earlier ones ran
+    assert pipe.stats.recorded_ahead - ahead == len(submits) - pipe.window // group
     vocab_bytes = model.config.vocab_size * 4
-    assert n == 12 and passes == 12 and len(submits) == passes
+    assert n == 12 and passes == 12 and len(submits) == passes // group
     assert all(size < vocab_bytes for kind, size in events if kind == "copy"), "logits-sized copy to the host"
     assert not [e for e in events if e[0] == "read_buffer"]
     first_wait = next(i for i, e in enumerate(events) if e[0] == "wait")
-    assert sum(1 for e in events[:first_wait] if e[0] == "submit") == pipe.window  # no wait inside the window
+    assert sum(1 for e in events[:first_wait] if e[0] == "submit") == pipe.window // group  # no wait inside the window
+    # one wait a submit: the reads of a group's later passes find their submission finished
+    assert sum(1 for e in events if e[0] == "wait") == len(submits)
 
 
-def windowed_loop(model, ids: list, n: int) -> tuple:
-    """(host greedy tokens, a pipeline with 4 passes in flight, the prefilled working set, greedy_loop(...))."""
-    pipe = model.pipeline(window=4)  # several passes in flight
+def windowed_loop(model, ids: list, n: int, window: int = 4) -> tuple:
+    """(host greedy tokens, a pipeline with `window` passes in flight (submitted in groups of half that), the
+    prefilled working set, greedy_loop(...))."""
+    pipe = model.pipeline(window=window)  # several passes in flight
     ws = model.working_set(128)
     prefill(pipe, ws, ids[:-1])
     return host_greedy(model, ids, n), pipe, ws, greedy_loop(ws, ids[-1])
 
 
-def test_stop_token_mid_window_and_continuation(tiny):
+@pytest.mark.parametrize("window", [4, 8])
+def test_stop_token_mid_window_and_continuation(tiny, window):
     model, _ = tiny
     ids = [5, 17, 42, 7]
-    stop_at = 5  # stop when the 5th token arrives, with passes still in flight
-    expected, pipe, ws, (fwd, token_in, token_out) = windowed_loop(model, ids, 12)
+    stop_at = 5  # stop when the 5th token arrives, with passes still in flight (inside the second group of 4)
+    expected, pipe, ws, (fwd, token_in, token_out) = windowed_loop(model, ids, 12, window)
     got = []
 
     async def on_token():
@@ -186,10 +201,11 @@ def test_stop_token_mid_window_and_continuation(tiny):
     assert got + more == expected
 
 
-def test_exception_in_on_token_rewinds(tiny):
+@pytest.mark.parametrize("window", [4, 8])
+def test_exception_in_on_token_rewinds(tiny, window):
     model, _ = tiny
     ids = [9, 8, 7]
-    expected, pipe, ws, (fwd, _, token_out) = windowed_loop(model, ids, 8)
+    expected, pipe, ws, (fwd, _, token_out) = windowed_loop(model, ids, 8, window)
     got = []
 
     async def on_token():
@@ -206,6 +222,28 @@ def test_exception_in_on_token_rewinds(tiny):
         return True
     run(pipe.run_ahead(fwd, 5, on_more))
     assert got == expected
+
+
+def test_a_working_set_that_fills_inside_a_group_ends_it_there(tiny):
+    """Room for 6 more positions at window 8 (groups of 4): the second group holds the 2 passes that fit, the next
+    submit says the working set is full; the tokens the host took are host greedy's and the working set holds
+    exactly them (the passes in flight that it never saw are rewound)."""
+    model, _ = tiny
+    ids = [5, 17, 42, 7]
+    pipe = model.pipeline(window=8)
+    ws = model.working_set(len(ids) - 1 + 6)
+    prefill(pipe, ws, ids[:-1])
+    fwd, _, token_out = greedy_loop(ws, ids[-1])
+    got = []
+
+    async def on_token():
+        got.append(await token_out.take_scalar())
+        return True
+    before = pipe.stats.submits
+    with pytest.raises(ValidationError, match="the working set is full: 9 \\+ 1 tokens exceed its 9 positions"):
+        run(pipe.run_ahead(fwd, 10, on_token))
+    assert pipe.stats.submits - before == 2 and got == host_greedy(model, ids, 6)[: len(got)]
+    assert ws.length == len(ids) - 1 + len(got)  # what the host accepted; the passes it never saw are rewound
 
 
 def test_device_channel_ops_take_read_put(tiny):
