@@ -53,7 +53,8 @@ NAGA_WORKGROUP_STRIDE = re.compile(
     r"\s*%\w+ = OpVariable %_ptr_Workgroup_\w+ Workgroup\n"
     r"(?:.*\n)*?The Vulkan spec states: .*\n")
 
-# Runs in the subprocess: load the default model, greedy and seeded top-p generate, a batch of 4
+# Runs in the subprocess: load the default model, greedy and seeded top-p generate, greedy at window 8 (passes
+# submitted in groups of 4), a batch of 4
 # (window 4: several passes in flight, device-fed tokens, reused bind groups), six prompts over two rows (rows
 # handed over with passes in flight), and one /v1/completions request through the server at window 2.
 WORKLOAD = textwrap.dedent('''
@@ -67,6 +68,8 @@ WORKLOAD = textwrap.dedent('''
     print("greedy:", repr(model.generate("The capital of France is", max_tokens=8).run()), flush=True)
     print("top-p:", repr(model.generate("Once upon a time", max_tokens=8, sampler="top-p", top_p=0.9,
                                         temperature=0.8, seed=7).run()), flush=True)
+    # a GPU's window: 8 passes in flight, four compute passes and their copies in one command buffer a submit
+    print("groups:", repr(model.generate("The capital of France is", max_tokens=10, window=8).run()), flush=True)
     gens = model.generate_batch(["Hello", "The sky is", "1, 2, 3,", "Water boils at"], max_tokens=8, window=4)
     print("batch:", [g.tokens for g in gens], flush=True)
     # six prompts over two rows at window 4: rows change hands with passes in flight (runtime/batch_run.py)
@@ -158,8 +161,8 @@ def test_default_model_is_clean_under_validation_with_sync(tmp_path):
     _require(LAYER_SO)
     out = _run(WORKLOAD, _layer_env(tmp_path), timeout=300)
     assert "workload done" in out, out[-4000:]
-    print("\n".join(x for x in out.splitlines() if x.startswith(("adapter:", "greedy:", "top-p:", "batch:", "server:",
-                                                                "workload done"))))
+    shown = ("adapter:", "greedy:", "top-p:", "groups:", "batch:", "server:", "workload done")
+    print("\n".join(x for x in out.splitlines() if x.startswith(shown)))
     enabled = re.search(r"Current Validation Enabled:\n((?:\s+- .*\n)+)", out)
     assert enabled, f"the layer did not load (no CURRENT-VALIDATION-ENABLED report):\n{out[-4000:]}"
     assert "- Synchronization" in enabled.group(1), f"synchronization validation is off:\n{enabled.group(0)}"
