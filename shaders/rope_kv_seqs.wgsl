@@ -11,17 +11,14 @@ const P: u32 = (QR + 2u * KR) / 4u;  // row quads per token (QR, KR: multiples o
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let w = seq_row(gid);
   if (!w.live) { return; }
-  let p = w.p;
-  let tok = w.tok;
-  let pos = w.pos;
-  var v = qkv[tok * P + p];
-  let r = p * 4u;
-  if (r < QR + KR) { v = rope_quad(v, pos, r); }
+  var v = qkv[w.tok * P + w.p];
+  let r = w.p * 4u;
+  if (r < QR + KR) { v = rope_quad(v, w.pos, r); }
   if (r < QR) {
-    q[tok * (QR / 4u) + p] = v;
+    q[w.tok * (QR / 4u) + w.p] = v;
     return;
   }
   let k = r >= QR + KR;  // a v row, else a k row
-  let at = kv_row(w.tb, pos) * (KR / 4u) + (select(r - QR, r - QR - KR, k)) / 4u;
+  let at = kv_row(w.tb, w.pos) * (KR / 4u) + (select(r - QR, r - QR - KR, k)) / 4u;
   if (k) { v_put(at, v); } else { k_put(at, v); }
 }

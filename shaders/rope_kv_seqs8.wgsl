@@ -7,22 +7,19 @@ const P: u32 = (QR + 2u * KR) / 8u;  // row octets per token (QR, KR: multiples 
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let w = seq_row(gid);
   if (!w.live) { return; }
-  let p = w.p;
-  let tok = w.tok;
-  let pos = w.pos;
-  var lo = qkv[tok * 2u * P + 2u * p];
-  var hi = qkv[tok * 2u * P + 2u * p + 1u];
-  let r = p * 8u;
+  var lo = qkv[w.tok * 2u * P + 2u * w.p];
+  var hi = qkv[w.tok * 2u * P + 2u * w.p + 1u];
+  let r = w.p * 8u;
   if (r < QR + KR) {
-    lo = rope_quad(lo, pos, r);
-    hi = rope_quad(hi, pos, r + 4u);
+    lo = rope_quad(lo, w.pos, r);
+    hi = rope_quad(hi, w.pos, r + 4u);
   }
   if (r < QR) {
-    q[tok * (QR / 4u) + 2u * p] = lo;
-    q[tok * (QR / 4u) + 2u * p + 1u] = hi;
+    q[w.tok * (QR / 4u) + 2u * w.p] = lo;
+    q[w.tok * (QR / 4u) + 2u * w.p + 1u] = hi;
     return;
   }
   let k = r >= QR + KR;  // v rows, else k rows
-  let at = kv_row(w.tb, pos) * (KR / 8u) + (select(r - QR, r - QR - KR, k)) / 8u;
+  let at = kv_row(w.tb, w.pos) * (KR / 8u) + (select(r - QR, r - QR - KR, k)) / 8u;
   if (k) { v_put8(at, lo, hi); } else { k_put8(at, lo, hi); }
 }

@@ -25,6 +25,12 @@ from __future__ import annotations
 MAX_TEXTURE = 8192  # max-texture-dimension-2d every WebGPU adapter offers
 
 
+def snippets(kind: str, half: bool) -> tuple:
+    """The (read, write) snippet names of KV pages of `kind` ("storage" or "texture"), f32 or half (`half`)."""
+    tail = "_f16" if half else ""
+    return f"blocks/kv_read_{kind}{tail}", f"blocks/kv_write_{kind}{tail}"
+
+
 def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE, per_texel: int = 4) -> int:
     """Pool rows per texture row (KR / per_texel texels each): the largest power of two that fits, 0 if the page
     would not fit one texture row."""
@@ -43,9 +49,8 @@ class StoragePages:
         import wgpu
         self.device, self.kr, self.page = device, kr, page
         self.value_bytes = 2 if half else 4
-        tail = "_f16" if half else ""
-        self.read_snippet, self.write_snippet = f"blocks/kv_read_storage{tail}", f"blocks/kv_write_storage{tail}"
-        self.rw_snippet = f"blocks/kv_rw_storage{tail}"  # read and written by one kernel (rope_attention_lanes.wgsl)
+        self.read_snippet, self.write_snippet = snippets("storage", half)
+        self.rw_snippet = "blocks/kv_rw_storage" + ("_f16" if half else "")  # read and written by one kernel
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         size = rows * kr * self.value_bytes
         self.keys = [device.create_buffer(size=size, usage=use, label=f"kv-pool.k{i}") for i in range(layers)]
@@ -75,8 +80,7 @@ class TexturePages:
         self.octets = half
         self.texel = 8 if half else 4  # values a texel
         fmt = wgpu.TextureFormat.rgba32uint if half else wgpu.TextureFormat.rgba32float
-        tail = "_f16" if half else ""
-        self.read_snippet, self.write_snippet = f"blocks/kv_read_texture{tail}", f"blocks/kv_write_texture{tail}"
+        self.read_snippet, self.write_snippet = snippets("texture", half)
         self.width = per_row * kr // self.texel  # texels a texture row
         height = -(-rows // per_row)  # within the adapter's limit: KvPool chose textures only then
         use = (wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_SRC

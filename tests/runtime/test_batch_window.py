@@ -8,6 +8,7 @@ import pytest
 from piegpu import ValidationError
 from piegpu.runtime.batch import Batch
 from piegpu.runtime.session import run_sync
+from piegpu.samplers import DRY, Mirostat
 from piegpu.samplers.rows import RowParams, RowSampling, RowState
 from tests.helpers import AllowTokens, tiny_config, tiny_model
 
@@ -123,6 +124,32 @@ def test_rows_change_hands_inside_a_run_and_each_sequence_gets_its_own_tokens(gp
     assert batch.stats.handovers >= 4 and batch.stats.runs < batch.stats.handovers
     for s in seqs + late:  # each working set holds exactly its accepted tokens
         assert s.session.ws.length == len(s.prompt) - 1 + len(s.tokens)
+
+
+# Sequences that take a batch row over, whose first greedy token the DRY penalty from their own prompt changes
+# (the pair (last token, that token) is earlier in the prompt): a row that kept the history of the sequence before
+# would draw it.
+DRY_JOINERS = [[35, 59, 72, 182, 35], [244, 250, 34, 133, 244], [171, 250, 71, 115, 171]]
+
+
+@pytest.mark.parametrize("window", [2, 8])
+@pytest.mark.parametrize("kind", ["mirostat", "dry"])
+def test_stateful_rows_change_hands_each_from_its_own_state(gpu, window, kind):
+    """Rows whose samplers carry state on the device -- Mirostat's mu, DRY's token history -- change hands inside a
+    run (max_batch 2, five sequences): each sequence that takes a row over starts from its own state
+    (RowSampler.restart_row), and every sequence gets exactly its tokens alone."""
+    tiny = fresh_tiny()
+    if kind == "mirostat":
+        params = [RowParams(0.9, seed=20 + i, chain=(Mirostat(3.0, 0.1),)) for i in range(5)]
+        prompts = _ids(tiny, ["77", "100 3", "8 8 8 8 8 8", "5 17 5 17 5 17", "31 4 31 4 31 4"])
+    else:
+        params = [RowParams(0.0, dry=DRY(3.0, allowed_length=1, sequence_breakers=[[11]]))] * 5
+        prompts = _ids(tiny, ["77", "100 3"]) + DRY_JOINERS
+    rows = [(ids, p, n, ()) for ids, p, n in zip(prompts, params, [2, 3, 4, 4, 4])]
+    batch, seqs = _run(tiny, rows, window, max_batch=2)
+    alone = [_out(_run(tiny, [r], 1)[1])[0] for r in rows]
+    _close(_out(seqs), alone)
+    assert batch.stats.handovers >= 2
 
 
 def test_a_later_composition_of_as_many_rows_takes_over_the_kept_pass(gpu):
