@@ -166,7 +166,7 @@ def test_a_stopped_engine_refuses_new_jobs_instead_of_holding_them(tiny):
     assert eng.load == 0
 
 
-@pytest.mark.parametrize("window", [1, 2])
+@pytest.mark.parametrize("window", [1, 2, 8])
 def test_requests_beyond_the_batch_take_rows_over_as_they_free(tiny, window):
     """max_batch 2 and six requests of different lengths: the ones beyond the two rows are prefilled and wait in
     the batch, then take a row over inside the run as soon as one leaves (no drain); each equals its run alone."""
