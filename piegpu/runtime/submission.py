@@ -72,9 +72,11 @@ def encode_group(pipe, pp: PreparedPass, k: int, more, next_id) -> list:
     """Encode up to k passes into one submit and update the host mirror; their SubmittedPass records.
 
     `more()` is asked before each pass after the first (with the host mirror as the passes before
-    left it): False ends the group there, as does a channel that blocks the next pass. Callers
-    hold the device lock and deferred_interrupts(). A pass that cannot be encoded (a full working
-    set, no pages) ends the group before it; it is raised when it is the first.
+    left it): False ends the group there, as does a channel that blocks the next pass. It must not
+    change the pipeline or the pass (a run's drain only reads). Callers hold the device lock and
+    deferred_interrupts(). A pass that cannot be encoded (a full working set, no pages) ends the
+    group before it; it is raised when it is the first. An error while encoding submits nothing and
+    leaves the host mirror as before the group.
     """
     pipe._refresh_sequences(pp)
     wss = [ref() for ref in pp.wss]
@@ -82,6 +84,7 @@ def encode_group(pipe, pp: PreparedPass, k: int, more, next_id) -> list:
     work: list = []
     enc = None
     dispatches = 0
+    before = pid = fence = None  # the mirror before the group; the pass being encoded and its fence
     try:
         for i in range(k):
             if i and (not more() or pipe._blocked(pp) is not None):
@@ -91,12 +94,14 @@ def encode_group(pipe, pp: PreparedPass, k: int, more, next_id) -> list:
             except ValidationError:
                 if not i:
                     raise
-                break  # the next submit raises it, after these passes are accepted
+                break  # the group ends before the pass that does not fit; the next submit raises it
             snap = {ch: ch.snapshot() for ch in pp.channels}
             snap["ws"] = [(ws, ws.length + i * count) for ws, (_, count) in zip(wss, pp.seqs)]
-            recorded, pp.recorded = pp.recorded, None
+            before = before or snap
+            # a pass recorded ahead is the group's first (its own command buffer, then this group's encoder)
+            recorded, pp.recorded = (pp.recorded if not i else None), None
             pipe.stats.recorded_ahead += recorded is not None
-            if recorded is not None:  # its own command buffer, then this group's encoder
+            if recorded is not None:
                 work.append(recorded[0])
                 dispatches += recorded[1]
             if enc is None:
@@ -107,22 +112,20 @@ def encode_group(pipe, pp: PreparedPass, k: int, more, next_id) -> list:
             # Host mirror: consume taken cells, then register the cells this pass puts (copied by enc).
             for slot, (takes, puts) in pp.counts.items():
                 pipe.stats.staged_bytes += pp.channels[slot].commit(pid, takes, puts, enc)
-            fence = None
             if not waits.native():  # else the pass is waited for by its submission index
                 fence = pipe._fence()
                 buf, off, _ = wss[0].state
                 enc.copy_buffer_to_buffer(buf, off, fence, 0, 16)  # any small copy after the pass will do
             recs.append(SubmittedPass(pid, snap, fence))
+            pid = fence = None
         work.append(enc.finish())
-    except ValidationError:
-        if recs:  # cells committed for passes never submitted: the mirror goes back to before them
-            _unmirror(pipe, pp, recs)
+    except Exception as e:  # nothing of the group was submitted: its passes leave the host mirror
+        if before is not None:
+            _unmirror(pipe, pp, before, recs, pid, fence)
+        err = None if isinstance(e, ValidationError) else lost_device_error(e, "encoding a pass")
+        if err is not None:
+            raise err from e
         raise
-    except Exception as e:
-        err = lost_device_error(e, "encoding a pass")
-        if recs:
-            _unmirror(pipe, pp, recs)
-        raise err or e from e
     try:
         index = waits.submit(pipe.device, work)
     except Exception as e:
@@ -146,10 +149,13 @@ def encode_group(pipe, pp: PreparedPass, k: int, more, next_id) -> list:
     return recs
 
 
-def _unmirror(pipe, pp: PreparedPass, recs: list) -> None:
-    """Undo the host mirror of passes committed into a group that is never submitted."""
-    ids = {rec.pass_id for rec in recs}
+def _unmirror(pipe, pp: PreparedPass, before: dict, recs: list, pid, fence) -> None:
+    """Undo the host mirror of a group that is never submitted: its encoded passes (recs) and the one being
+    encoded (pid, its fence) leave every channel, whose mirror goes back to `before` (the group's first snapshot)."""
+    ids = {rec.pass_id for rec in recs} | ({pid} if pid is not None else set())
     for ch in pp.channels:
-        ch.unmirror(recs[0].snapshot[ch], ids)
+        ch.unmirror(before[ch], ids)
     for rec in recs:
         pipe._reuse_fence(rec)
+    if fence is not None:
+        pipe._fences.append(fence)

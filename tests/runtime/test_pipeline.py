@@ -246,6 +246,41 @@ def test_a_working_set_that_fills_inside_a_group_ends_it_there(tiny):
     assert ws.length == len(ids) - 1 + len(got)  # what the host accepted; the passes it never saw are rewound
 
 
+def test_an_error_while_encoding_a_group_submits_none_of_it_and_the_run_continues_exactly(tiny, monkeypatch):
+    """Recording the second pass of the second group fails (window 8, groups of 4): nothing of that group is
+    submitted or left in the channels' host mirror, the first group's passes are rewound to what the host took,
+    and a later run continues with host greedy's tokens."""
+    from piegpu.runtime import submission
+    model, _ = tiny
+    ids = [5, 17, 42, 7]
+    expected, pipe, ws, (fwd, token_in, token_out) = windowed_loop(model, ids, 12, 8)
+    real, calls = submission.record_into, []
+
+    def failing(*a):
+        calls.append(1)
+        if len(calls) == 6:
+            raise RuntimeError("recording failed")
+        return real(*a)
+    monkeypatch.setattr(submission, "record_into", failing)
+    got = []
+
+    async def on_token():
+        got.append(await token_out.take_scalar())
+        return True
+    before = pipe.stats.submits
+    with pytest.raises(RuntimeError, match="recording failed"):
+        run(pipe.run_ahead(fwd, 12, on_token))
+    assert pipe.stats.submits - before == 1 and token_out.count == 0 and token_in.count == 1
+    assert ws.length == len(ids) - 1 + len(got)
+    monkeypatch.setattr(submission, "record_into", real)
+
+    async def on_more():
+        got.append(await token_out.take_scalar())
+        return True
+    run(pipe.run_ahead(fwd, 12 - len(got), on_more))
+    assert got == expected
+
+
 def test_device_channel_ops_take_read_put(tiny):
     model, _ = tiny
     pipe = model.pipeline()
