@@ -179,7 +179,7 @@ def test_a_later_composition_of_as_many_rows_takes_over_the_kept_pass(gpu):
     assert len([d for d in batch._decodes if d.size == 2]) == 1  # one pass of two rows served both compositions
 
 
-@pytest.mark.parametrize("window", [2, 4])
+@pytest.mark.parametrize("window", [2, 4, 8])
 def test_rows_join_mid_run_and_a_cancel_ends_a_row_at_once(tiny, window1, window):
     rows, alone, _ = window1
     vocab = tiny.config.vocab_size
