@@ -8,8 +8,9 @@ qkv (RMSNorm folded in, RoPE + KV write as epilogue), attention, o (o-proj + res
 gu (gate/up with RMSNorm and SwiGLU), down (down-proj + residual), lm (final norm +
 logits). The weight format of each matrix is printed with it. With --batch B: a batched
 decode pass of B sequences (one token each): token-parallel matvecs over B tokens, RoPE +
-KV write and attention binding each sequence's cache (on lavapipe one dispatch a layer for
-both, counted as attention; else rope_kv and attention). With --prefill T: one pass of a T-token prompt
+KV write and attention binding each sequence's cache (with KV buffers and 8-lane subgroups one
+dispatch a layer for both, counted as attention; else RoPE + KV write in qkv's epilogue, then
+attention). With --prefill T: one pass of a T-token prompt
 after the context (token-tile matmuls, attention over the prompt's tokens).
 """
 

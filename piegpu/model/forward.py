@@ -105,10 +105,15 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list, hidden: b
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
         rope = w.rope_table(positions, i)
         x, norm = normed(k, s, layer.input_norm, (i, "n1"))
-        k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
-        if w.qk_prep:
-            k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
-        k.rope_attention_seqs(s.qkv, s.q, rope, s.o, seqs, i)  # every sequence's pages in one dispatch
+        if not w.qk_prep and k.fuses_rope_kv(seqs):  # q, k and v rotated and written by the QKV matmul
+            k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, ws=None, layer=i, rope=rope, key=(i, "qkv"), seqs=seqs,
+                          binds={})  # (its bind groups name this plan's sequences: made for the plan, not shared)
+            k.attention_seqs(s.q, s.o, seqs, i)
+        else:
+            k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
+            if w.qk_prep:
+                k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
+            k.rope_attention_seqs(s.qkv, s.q, rope, s.o, seqs, i)  # every sequence's pages in one dispatch
         add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
         x, norm = normed(k, s, layer.post_norm, (i, "n2"))

@@ -81,17 +81,32 @@ class Kernels:
                           (tokens if lanes else ceil(tokens / 64), 1, 1), "rmsnorm", self.scope + key)
 
     def qkv_rope_kv(self, w: GpuMatrix, x, norm, *, q, ws, layer: int, rope, key: tuple,
-                    binds: dict | None = None) -> None:
-        """[q | k | v] = W x; RoPE on q and k; k and v written to `ws`'s pages at the sequence's positions."""
+                    binds: dict | None = None, seqs: list | None = None) -> None:
+        """[q | k | v] = W x; RoPE on q and k; k and v written to `ws`'s pages at the sequence's positions, or with
+        `seqs` ([(working set, first token, 1)] of a batched decode pass: fuses_rope_kv) each token to its own."""
         c = self.config
         pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
         kv, kv_params = self._kv(True, 4)
         epilogue = "rope_kv8" if pool.store.octets else "rope_kv"  # KV textures of halves take 8 values a write
-        self._matvec(w, x, self.T, norm, epilogue, {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page,
-                                                    **kv_params},
-                     {3: q, 4: pool.keys[layer], 5: pool.values[layer], 6: ws.state, 7: rope}, key, splits=(qr, kr),
-                     binds=binds, ep_snippets=kv)
+        params = {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page, **kv_params}
+        bufs = {3: q, 4: pool.keys[layer], 5: pool.values[layer], 6: ws.state if seqs is None else None, 7: rope}
+        kv["TOKEN_AT"] = "blocks/token_at_one"
+        if seqs is not None:
+            bufs[8], bufs[6] = self._seqs(seqs)
+            params["SEQS"], kv["TOKEN_AT"] = len(seqs), "blocks/token_at_rows"
+        self._matvec(w, x, self.T, norm, epilogue, params, bufs, key, splits=(qr, kr), binds=binds, ep_snippets=kv)
+
+    def fuses_rope_kv(self, seqs: list) -> bool:
+        """Whether a batched pass over `seqs` writes RoPE'd q, k and v from the QKV matmul's epilogue (qkv_rope_kv
+        with seqs): decode passes (a token a sequence) that do not take rope_attention_lanes (KV textures, or no
+        8-lane subgroups). On lavapipe, a B=8 pass: 30 dispatches fewer, and no [q | k | v] rows stored and read."""
+        one_each = all(first == i and n == 1 for i, (_, first, n) in enumerate(seqs))  # token t: sequence t's
+        return one_each and (self.gpu.kv.textures or not self.gpu.dev.subgroup_lanes)
+
+    def attention_seqs(self, q, out, seqs: list, layer: int) -> None:
+        """Attention of the sequences [(working set, first token, tokens)] of a batched pass over their pages."""
+        self._attention(seqs, layer, q, out, window=self.config.window(layer))
 
     def _seqs(self, seqs: list) -> tuple:
         """(the uniform, the page tables binding) of a kernel over the sequences [(working set, first token,

@@ -4,7 +4,8 @@
 //! include blocks/rope_kv_io
 
 fn epilogue8(t: u32, r: u32, a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: f32, h: f32) {
-  let pos = min(tables[0] + t, tables[1] - 1u);  // tables[1]: the working set's positions
+  let at = token_at(t);  // (its page-table row, its position)
+  let pos = at.y;
   var lo = vec4<f32>(a, b, c, d);
   var hi = vec4<f32>(e, f, g, h);
   if (r < QR + KR) {
@@ -15,8 +16,8 @@ fn epilogue8(t: u32, r: u32, a: f32, b: f32, c: f32, d: f32, e: f32, f: f32, g: 
     q[(t * QR + r) / 4u] = lo;
     q[(t * QR + r) / 4u + 1u] = hi;
   } else if (r < QR + KR) {
-    k_put8((kv_row(0u, pos) * KR + r - QR) / 8u, lo, hi);
+    k_put8((kv_row(at.x, pos) * KR + r - QR) / 8u, lo, hi);
   } else {
-    v_put8((kv_row(0u, pos) * KR + r - QR - KR) / 8u, lo, hi);
+    v_put8((kv_row(at.x, pos) * KR + r - QR - KR) / 8u, lo, hi);
   }
 }
