@@ -238,7 +238,9 @@ class Pipeline:
         `window` and `group` (passes a submit, at most the window: runtime/submission.py) override
         the pipeline's for this run. `drain`, if given, is asked before each
         submit: once it returns True no further pass is submitted, and on_token still runs
-        for every pass in flight (their outputs are accepted, not discarded).
+        for every pass in flight (their outputs are accepted, not discarded). A pass that does not fit
+        (its working set is full, the KV pool has no page for it) ends the run the same way: the passes
+        in flight are accepted, then its ValidationError is raised.
 
         Returns how many times on_token ran. A pass is accepted once on_token has run for
         it, also when on_token raised -- unless it raised (e.g. KeyboardInterrupt or task
@@ -264,20 +266,29 @@ class Pipeline:
         self._running.append(token)
         calls = submitted = 0
         closing = False
+        full = None  # why the next pass does not fit (a full working set, no KV pages), once passes are in flight
         try:
             while True:
-                draining = drain is not None and drain()
+                draining = (drain is not None and drain()) or full is not None
                 while (not draining and submitted < max_tokens and len(inflight) < window
                        and self._blocked(pp) is None):
                     k = min(group, max_tokens - submitted)
                     if inflight and window - len(inflight) < k:
                         break  # wait for room for a whole group
-                    with deferred_interrupts():  # a Ctrl-C waits until the passes are submitted and tracked
-                        recs = self._encode(pp, k, more)
+                    try:
+                        with deferred_interrupts():  # a Ctrl-C waits until the passes are submitted and tracked
+                            recs = self._encode(pp, k, more)
+                    except ValidationError as e:
+                        if not inflight:
+                            raise
+                        full = e  # raised once the passes in flight are accepted: nothing they computed is lost
+                        break
                     inflight.extend(recs)
                     submitted += len(recs)
                     draining = drain is not None and drain()
                 if not inflight:
+                    if full is not None:
+                        raise full
                     if submitted < max_tokens and not draining:
                         raise ChannelError(f"run_ahead cannot submit pass {submitted + 1}: {self._blocked(pp)}, "
                                            "and no pass in flight can change that. Fix: on_token must take the cells "
