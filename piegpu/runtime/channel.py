@@ -26,6 +26,7 @@ from ..eta import tracer
 from ..eta.ops import TType, check_shape
 from .channel_trace import trace_put, trace_take
 from .cells import Cell, coerce, from_words, reusable, staged_words, to_words, wait_newest
+from . import waits
 from .device import lost_device_error
 from .window import HISTORY
 
@@ -402,6 +403,15 @@ class Channel:
     def snapshot(self) -> tuple:
         """The host mirror (head, tail, queued cells) to rewind to."""
         return self._head, self._tail, dict(self._cells)
+
+    def ready(self) -> bool:
+        """Host: whether the oldest cell can be taken without waiting on the device (a host cell, or a staged one
+        whose submission is known to have finished: a wait for it or a later one, e.g. its group's, returned)."""
+        c = self._cells.get(self._head)
+        if c is None or c.kind != "staged":
+            return c is not None
+        return c.done or (c.submission is not None and self._device is not None
+                          and waits.finished(self._device, c.submission))
 
     def unmirror(self, snap: tuple, never: set) -> None:
         """Forget passes committed to the host mirror but never submitted (ids `never`): back to `snap`."""

@@ -241,10 +241,11 @@ class Generation:
         taken: list = []
 
         async def on_token():
+            waited = not loop.token_out.ready()  # (a group's later passes are read without a wait)
             tok = await loop.token_out.take_scalar()
             # Record the token at once: an interrupt after this line must not lose it.
             taken.append(tok)
-            self.stats.host_waits += 1
+            self.stats.host_waits += waited
             sess.pending = tok
             piece, more = self.accept(tok)
             if piece:

@@ -26,6 +26,8 @@ def test_tokens_equal_window_1(tiny, kw):
     one = tiny.generate(P, max_tokens=19, stop=[], window=1, **kw)
     eight = tiny.generate(P, max_tokens=19, stop=[], window=WINDOW, **kw)
     assert (eight.run(), eight.tokens) == (one.run(), one.tokens) and len(one.tokens) == 19
+    # a host wait a token at window 1; one a group of 4 at window 8 (its later passes are read without one)
+    assert one.stats.host_waits == 19 and eight.stats.host_waits == 5
 
 
 def test_a_stop_string_inside_a_group_emits_no_extra_text(tiny):
