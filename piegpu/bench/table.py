@@ -293,23 +293,19 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     out["prefill"] = loop.run(b.prefill(128))
     # The decode modes take turns run by run (not one block each), so a slow spell of this
     # shared machine lands on all of them alike; the first round warms up and is dropped.
-    counts: dict = {}
-
-    def greedy_run_ahead() -> float:
-        ms = loop.run(b.run_ahead(greedy()))
-        counts.update(dispatches_per_token=b.counts[0], submits_per_token=b.counts[1])
-        counts.setdefault("host_ms_runs", []).append(b.host_ms)
-        return ms
-    gpu_counts: dict = {}
-
-    def greedy_gpu_window() -> float:  # the window (and groups) a GPU adapter runs at, for its host cost
-        ms = loop.run(b.run_ahead(greedy(), window=WINDOW))
-        gpu_counts.update(submits_per_token=b.counts[1])
-        gpu_counts.setdefault("host_ms_runs", []).append(b.host_ms)
-        return ms
+    def greedy_at(counts: dict, window: int | None = None):
+        """A mode: greedy run_ahead at `window` (the pipeline's: None), its counts per token into `counts`."""
+        def run() -> float:
+            ms = loop.run(b.run_ahead(greedy(), window=window))
+            counts.update(dispatches_per_token=b.counts[0], submits_per_token=b.counts[1])
+            counts.setdefault("host_ms_runs", []).append(b.host_ms)
+            return ms
+        return run
+    # the default window, and the one (and groups) a GPU adapter runs at, for its host cost
+    counts = {"run_ahead_greedy": {}, "run_ahead_greedy_gpu_window": {"window": WINDOW, "group": default_group(WINDOW)}}
     modes = {
-        "run_ahead_greedy": greedy_run_ahead,
-        "run_ahead_greedy_gpu_window": greedy_gpu_window,
+        "run_ahead_greedy": greedy_at(counts["run_ahead_greedy"]),
+        "run_ahead_greedy_gpu_window": greedy_at(counts["run_ahead_greedy_gpu_window"], WINDOW),
         "run_ahead_top_p": lambda: loop.run(b.run_ahead(top_p(0.9, 0.8))),
         "depth1_greedy": lambda: loop.run(b.depth1()),
         "host_sampling": b.host_sampling,
@@ -326,12 +322,10 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     for name, xs in runs_ms.items():
         out[name] = {"ms_per_token": _median(xs), "runs_ms": xs}
     out["dispatch_us"], out["dispatch_us_runs"] = _median(dispatch), dispatch
-    counts["host_ms_runs"] = counts["host_ms_runs"][1:]  # the warm-up round is dropped, as for the times
-    counts["host_ms_per_token"] = _median(counts["host_ms_runs"])
-    out["run_ahead_greedy"].update(counts)
-    gpu_counts["host_ms_runs"] = gpu_counts["host_ms_runs"][1:]
-    out["run_ahead_greedy_gpu_window"].update(gpu_counts, host_ms_per_token=_median(gpu_counts["host_ms_runs"]),
-                                              window=WINDOW, group=default_group(WINDOW))
+    for name, c in counts.items():
+        c["host_ms_runs"] = c["host_ms_runs"][1:]  # the warm-up round is dropped, as for the times
+        c["host_ms_per_token"] = _median(c["host_ms_runs"])
+        out[name].update(c)
     out["depth1_greedy"]["submits_per_token"] = 1.0
     loop.close()
     out["host_sampling"]["readback_bytes_per_token"] = model.gpu.config.vocab_size * 4

@@ -90,9 +90,10 @@ class Kernels:
         kv, kv_params = self._kv(True, 4)
         epilogue = "rope_kv8" if pool.store.octets else "rope_kv"  # KV textures of halves take 8 values a write
         params = {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page, **kv_params}
-        bufs = {3: q, 4: pool.keys[layer], 5: pool.values[layer], 6: ws.state if seqs is None else None, 7: rope}
-        kv["TOKEN_AT"] = "blocks/token_at_one"
-        if seqs is not None:
+        bufs = {3: q, 4: pool.keys[layer], 5: pool.values[layer], 7: rope}
+        if seqs is None:
+            bufs[6], kv["TOKEN_AT"] = ws.state, "blocks/token_at_one"
+        else:
             bufs[8], bufs[6] = self._seqs(seqs)
             params["SEQS"], kv["TOKEN_AT"] = len(seqs), "blocks/token_at_rows"
         self._matvec(w, x, self.T, norm, epilogue, params, bufs, key, splits=(qr, kr), binds=binds, ep_snippets=kv)
@@ -102,7 +103,13 @@ class Kernels:
         with seqs): decode passes (a token a sequence) that do not take rope_attention_lanes (KV textures, or no
         8-lane subgroups). On lavapipe, a B=8 pass: 30 dispatches fewer, and no [q | k | v] rows stored and read."""
         one_each = all(first == i and n == 1 for i, (_, first, n) in enumerate(seqs))  # token t: sequence t's
-        return one_each and (self.gpu.kv.textures or not self.gpu.dev.subgroup_lanes)
+        return one_each and not self._lanes_write_kv
+
+    @property
+    def _lanes_write_kv(self) -> bool:
+        """Whether a decode pass's attention can write its own KV (rope_attention_lanes.wgsl): 8-lane subgroups and
+        KV in buffers (a dispatch cannot read a texture it writes)."""
+        return bool(self.gpu.dev.subgroup_lanes) and not self.gpu.kv.textures
 
     def attention_seqs(self, q, out, seqs: list, layer: int) -> None:
         """Attention of the sequences [(working set, first token, tokens)] of a batched pass over their pages."""
@@ -184,7 +191,7 @@ class Kernels:
         they share the pool's buffers and differ by their page-table rows.
         """
         window = self.config.window(layer)
-        if not (self.gpu.dev.subgroup_lanes and all(n == 1 for *_, n in seqs)) or self.gpu.kv.textures:
+        if not (self._lanes_write_kv and all(n == 1 for *_, n in seqs)):
             self.rope_kv_seqs(qkv, q, rope, seqs, layer)
             self._attention(seqs, layer, q, out, window=window)
             return
@@ -251,7 +258,8 @@ class Kernels:
             "QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": len(seqs), "PAGE": pool.page, **kv_params}, kv)
         uniform, tables = self._seqs(seqs)
         bufs = {0: qkv, 1: q, 2: rope, 3: uniform, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
-        self.rec.dispatch(k, bufs, (ceil(max(n for *_, n in seqs) * (qr + 2 * kr) // per / 64), len(seqs), 1), "rope_kv")
+        groups = ceil(max(n for *_, n in seqs) * (qr + 2 * kr) // per / 64)
+        self.rec.dispatch(k, bufs, (groups, len(seqs), 1), "rope_kv")
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:
         """out[t] = [q | k | v] = W x[t] for every token of the pass (before RoPE; `norm` folded in when decoding)."""

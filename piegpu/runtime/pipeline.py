@@ -259,7 +259,7 @@ class Pipeline:
         window = self.window if window is None else check_window(window, "run_ahead")
         group = check_group(group, "run_ahead") if group is not None else self.group or default_group(window)
         group = min(group, window)
-        more = (lambda: True) if drain is None else (lambda: not drain())
+        more = None if drain is None else (lambda: not drain())  # (asked within a group: runtime/submission.py)
         pp = self.prepare(fwd)
         inflight: deque = deque()  # records of passes whose output on_token has not accepted yet
         token = UnsettledRun(pp, inflight, asyncio.get_running_loop(), asyncio.current_task())

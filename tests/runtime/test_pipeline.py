@@ -48,6 +48,14 @@ def greedy_loop(ws, first_token):
     return fwd, token_in, token_out
 
 
+def taking(token_out, into: list):
+    """run_ahead's on_token that takes each pass's token into `into` and goes on."""
+    async def on_token():
+        into.append(await token_out.take_scalar())
+        return True
+    return on_token
+
+
 def host_greedy(model, ids, n):
     """Greedy decoding with a host round trip per token: full logits read back, numpy argmax."""
     ws = model.working_set(128)
@@ -89,10 +97,7 @@ def device_vs_host_greedy(model, pipe, ids: list, n: int, stats=None):
         assert (stats.passes, stats.submits) == (1, 1)
     fwd, _, token_out = greedy_loop(ws, ids[-1])
     got = []
-
-    async def on_token():
-        got.append(await token_out.take_scalar())
-        return True
+    on_token = taking(token_out, got)
     assert run(pipe.run_ahead(fwd, n, on_token)) == n
     assert got == host_greedy(model, ids, n)
     return ws
@@ -193,10 +198,7 @@ def test_stop_token_mid_window_and_continuation(tiny, window):
     assert token_out.count == 0 and token_in.count == 1
     # a later run on the same working set continues exactly where the host stopped
     more = []
-
-    async def on_more():
-        more.append(await token_out.take_scalar())
-        return True
+    on_more = taking(token_out, more)
     run(pipe.run_ahead(fwd, 7, on_more))
     assert got + more == expected
 
@@ -216,10 +218,7 @@ def test_exception_in_on_token_rewinds(tiny, window):
     with pytest.raises(KeyboardInterrupt):
         run(pipe.run_ahead(fwd, 8, on_token))
     assert ws.length == len(ids) + 3 - 1
-
-    async def on_more():
-        got.append(await token_out.take_scalar())
-        return True
+    on_more = taking(token_out, got)
     run(pipe.run_ahead(fwd, 5, on_more))
     assert got == expected
 
@@ -234,10 +233,7 @@ def test_a_working_set_that_fills_inside_a_group_ends_it_there(tiny):
     prefill(pipe, ws, ids[:-1])
     fwd, _, token_out = greedy_loop(ws, ids[-1])
     got = []
-
-    async def on_token():
-        got.append(await token_out.take_scalar())
-        return True
+    on_token = taking(token_out, got)
     before = pipe.stats.submits
     with pytest.raises(ValidationError, match="the working set is full: 9 \\+ 1 tokens exceed its 9 positions"):
         run(pipe.run_ahead(fwd, 10, on_token))
@@ -262,20 +258,14 @@ def test_an_error_while_encoding_a_group_submits_none_of_it_and_the_run_continue
         return real(*a)
     monkeypatch.setattr(submission, "record_into", failing)
     got = []
-
-    async def on_token():
-        got.append(await token_out.take_scalar())
-        return True
+    on_token = taking(token_out, got)
     before = pipe.stats.submits
     with pytest.raises(RuntimeError, match="recording failed"):
         run(pipe.run_ahead(fwd, 12, on_token))
     assert pipe.stats.submits - before == 1 and token_out.count == 0 and token_in.count == 1
     assert ws.length == len(ids) - 1 + len(got)
     monkeypatch.setattr(submission, "record_into", real)
-
-    async def on_more():
-        got.append(await token_out.take_scalar())
-        return True
+    on_more = taking(token_out, got)
     run(pipe.run_ahead(fwd, 12 - len(got), on_more))
     assert got == expected
 
