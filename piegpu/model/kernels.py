@@ -88,7 +88,6 @@ class Kernels:
         pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
         kv, kv_params = self._kv(True, 4)
-        epilogue = "rope_kv8" if pool.store.octets else "rope_kv"  # KV textures of halves take 8 values a write
         params = {"QR": qr, "KR": kr, "HD": c.head_dim, "PAGE": pool.page, **kv_params}
         bufs = {3: q, 4: pool.keys[layer], 5: pool.values[layer], 7: rope}
         if seqs is None:
@@ -96,7 +95,7 @@ class Kernels:
         else:
             bufs[8], bufs[6] = self._seqs(seqs)
             params["SEQS"], kv["TOKEN_AT"] = len(seqs), "blocks/token_at_rows"
-        self._matvec(w, x, self.T, norm, epilogue, params, bufs, key, splits=(qr, kr), binds=binds, ep_snippets=kv)
+        self._matvec(w, x, self.T, norm, "rope_kv", params, bufs, key, splits=(qr, kr), binds=binds, ep_snippets=kv)
 
     def fuses_rope_kv(self, seqs: list) -> bool:
         """Whether a batched pass over `seqs` writes RoPE'd q, k and v from the QKV matmul's epilogue (qkv_rope_kv
@@ -228,7 +227,7 @@ class Kernels:
                 split["PARTS"] = "@group(0) @binding(6) var<storage, read_write> parts: array<vec4<f32>>;"
                 bufs[6] = parts
             k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg, **split, "ATTEND": decode_lane_code(
-                c.head_dim // 4, hg, split=S > 1, octets=pool.store.octets)}, kv)
+                c.head_dim // 4, hg, split=S > 1, octets=pool.store.read_octets and c.head_dim % 8 == 0)}, kv)
             heads //= hg
         else:
             bufs[6] = parts if S > 1 else self.gpu.zeros(4)  # (declared always; written with SPLITS > 1 only)
@@ -253,12 +252,11 @@ class Kernels:
         pool = self.gpu.kv
         qr, kr = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
         kv, kv_params = self._kv(True, 4)
-        per = 8 if pool.store.octets else 4  # rows an invocation: a whole KV texel written (rope_kv_seqs8.wgsl)
-        k = self.gpu.lib.kernel("rope_kv_seqs8" if per == 8 else "rope_kv_seqs", {
+        k = self.gpu.lib.kernel("rope_kv_seqs", {
             "QR": qr, "KR": kr, "HD": c.head_dim, "SEQS": len(seqs), "PAGE": pool.page, **kv_params}, kv)
         uniform, tables = self._seqs(seqs)
         bufs = {0: qkv, 1: q, 2: rope, 3: uniform, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
-        groups = ceil(max(n for *_, n in seqs) * (qr + 2 * kr) // per / 64)
+        groups = ceil(max(n for *_, n in seqs) * (qr + 2 * kr) // 4 / 64)  # an invocation a row quad
         self.rec.dispatch(k, bufs, (groups, len(seqs), 1), "rope_kv")
 
     def qkv(self, w: GpuMatrix, x, out, key: tuple, norm=None) -> None:

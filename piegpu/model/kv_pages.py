@@ -1,23 +1,24 @@
 """Where the KV pool's pages live on the device: storage buffers, or rgba32float textures on CPU adapters.
 
 load_model(kv_dtype="f16") stores K and V rounded to half precision, half the bytes: words of two f16
-(pack2x16float, round to nearest even), in storage buffers (a vec4 in two words) or rgba32uint textures (a
-texel eight values: the decode attention fetches half as many texels; blocks/kv_*_f16.wgsl). Not
-rgba16float textures: lavapipe's stores into them round toward zero (half the values off by one ulp),
-which doubled the logits' error against a half-precision reference cache.
+(pack2x16float, round to nearest even) in storage buffers, a vec4 in two words, so that the decode attention
+reads eight values a 16-byte load (blocks/kv_read_storage_f16.wgsl k_oct). Halves stay in buffers on CPU
+adapters too: the default model's decode attention at context 2000 took 13.6 ms with them vs 17.9 with
+rgba32uint textures of eight halves a texel (lavapipe, medians of 6 alternated, 2026-12-05). Not rgba16float
+textures: lavapipe's stores into them round toward zero (half the values off by one ulp), which doubled the
+logits' error against a half-precision reference cache.
 
 Both hold, per layer, K and V as pool rows of KR floats (row = page * page_tokens + position in the
 page). Kernels reach them through the WGSL of shaders/blocks/kv_{read,write}_{storage,texture}.wgsl
 (k_at / v_at read vec4 i, k_put / v_put write vec4 j), so one attention source and one writer source
 serve both; the binding resources, the snippets, their parameters and the page copies are what differ.
 
-Textures, because on lavapipe a storage load is a loop over the lanes while a texel fetch is a
-gather: the decode attention over 2000 positions read its K and V rows in 0.26x the time with
-rg32float texels (two fetches a vec4); rgba32float (one fetch a vec4) read 2000 positions' K rows in
-16 vs 28 ms (microbenchmark), and the default model's decode attention at context 2000 took 25-29 vs
-33 ms (benchmarks/kernels.py). A texel is written whole, so the writers (rope_kv_seqs.wgsl, the QKV
-matvec's epilogues/rope_kv.wgsl) write four rotated values at a time. A texture row holds KV_ROWS
-pool rows (a power of two that page_tokens divides), so a page is one run of texels in one texture row.
+f32 textures on CPU adapters, because on lavapipe a texel fetch once read 2000 positions' K rows in 16 vs
+28 ms (microbenchmark) and the decode attention at context 2000 took 25-29 vs 33 ms (benchmarks/kernels.py).
+Measured again on 2026-12-05 the two are even (context 2000: 21.9 ms textures vs 20.3 buffers; a B=8 pass at
+context 100: 10.9 vs 10.8). A texel is written whole, so the writers (rope_kv_seqs.wgsl, the QKV matvec's
+epilogues/rope_kv.wgsl) write four rotated values at a time. A texture row holds KV_ROWS pool rows (a power
+of two that page_tokens divides), so a page is one run of texels in one texture row.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ def snippets(kind: str, half: bool) -> tuple:
     return f"blocks/kv_read_{kind}{tail}", f"blocks/kv_write_{kind}{tail}"
 
 
-def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE, per_texel: int = 4) -> int:
-    """Pool rows per texture row (KR / per_texel texels each): the largest power of two that fits, 0 if the page
-    would not fit one texture row."""
+def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE) -> int:
+    """Pool rows per texture row (KR / 4 texels each): the largest power of two that fits, 0 if the page would not
+    fit one texture row."""
     per = 1
-    while per * 2 * (kr // per_texel) <= limit:
+    while per * 2 * (kr // 4) <= limit:
         per *= 2
     return per if per >= page else 0
 
@@ -43,12 +44,11 @@ def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE, per_texel: int = 
 class StoragePages:
     """K and V of every layer in storage buffers: f32, or f16 pairs packed in words (`half`)."""
 
-    octets = False  # k_put / v_put take a vec4 (TexturePages of halves take eight values: k_put8)
-
     def __init__(self, device, layers: int, rows: int, kr: int, page: int, half: bool = False):
         import wgpu
         self.device, self.kr, self.page = device, kr, page
         self.value_bytes = 2 if half else 4
+        self.read_octets = half  # k_oct / v_oct: eight halves a 16-byte load (blocks/kv_read_storage_f16.wgsl)
         self.read_snippet, self.write_snippet = snippets("storage", half)
         self.rw_snippet = "blocks/kv_rw_storage" + ("_f16" if half else "")  # read and written by one kernel
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -71,16 +71,16 @@ class StoragePages:
 
 
 class TexturePages:
-    """K and V of every layer in rgba32float textures (4 values a texel) or, `half`, rgba32uint ones of 8 f16
-    (`octets`: written 8 values at a time), `per_row` pool rows a texture row."""
+    """K and V of every layer in rgba32float textures (4 values a texel), `per_row` pool rows a texture row."""
 
-    def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int, half: bool = False):
+    read_octets = False  # a texel is one vec4
+
+    def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int):
         import wgpu
         self.device, self.kr, self.page, self.per_row = device, kr, page, per_row
-        self.octets = half
-        self.texel = 8 if half else 4  # values a texel
-        fmt = wgpu.TextureFormat.rgba32uint if half else wgpu.TextureFormat.rgba32float
-        self.read_snippet, self.write_snippet = snippets("texture", half)
+        self.texel = 4  # values a texel
+        fmt = wgpu.TextureFormat.rgba32float
+        self.read_snippet, self.write_snippet = snippets("texture", False)
         self.width = per_row * kr // self.texel  # texels a texture row
         height = -(-rows // per_row)  # within the adapter's limit: KvPool chose textures only then
         use = (wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_SRC

@@ -114,10 +114,11 @@ class KvPool:
         self.max_pages = -(-self.context // P)  # a table row's page entries
         rows = self.pages_total * P
         tex_limit = model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE)
-        octets = half and c.head_dim % 8 == 0  # f16 textures: 8 values a texel, never across a head
-        per_row = texture_rows(kr, P, tex_limit, 8 if half else 4) if textures and (octets or not half) else 0
+        # halves stay in storage buffers: the decode attention reads eight a 16-byte load there (k_oct), and
+        # lavapipe's texel fetches of them were slower (context 2000: 13.6 vs 17.9 ms, kv_pages.py)
+        per_row = texture_rows(kr, P, tex_limit) if textures and not half else 0
         if per_row and -(-rows // per_row) <= tex_limit:
-            self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row, half)
+            self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row)
         else:
             limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
             if self.pages_total * self.layer_page_bytes > limit:

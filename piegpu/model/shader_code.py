@@ -29,7 +29,7 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
     decode matvec: the tile multiplies x * norm_w, each lane sums the squares of the x vec4s it
     loads, and after the blocks each token's dot products are scaled by 1 / rms (a subgroupAdd of
     those sums) -- the norm's own dispatch and its pass over x are gone (two dispatches a layer).
-    per_call: rows the epilogue takes a call (2: epilogue, 4: epilogue4, 8: epilogue8; see epilogue_calls).
+    per_call: rows the epilogue takes a call (2: epilogue, 4: epilogue4; see epilogue_calls).
     """
     if norm and not lanes:
         raise ValueError("the RMSNorm fold of the matmul needs the subgroup form")
@@ -79,14 +79,13 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
     return "\n".join("    " + line for line in out)
 
 
-EPILOGUE_NAMES = {2: "epilogue", 4: "epilogue4", 8: "epilogue8"}  # rows a call -> the epilogue's function
+EPILOGUE_NAMES = {2: "epilogue", 4: "epilogue4"}  # rows a call -> the epilogue's function
 
 
 def epilogue_calls(R: int, token: str, acc: list, per_call: int = 2) -> list:
-    """The epilogue calls of R rows of a token, `per_call` rows a call: a pair (epilogue(t, r, a, b)), four
-    (epilogue4(t, r, a, b, c, d)) or eight (epilogue8), R a multiple and the invocation's rows starting on one
-    -- no array<f32, R> (see matvec_rows). Four let epilogues/rope_kv.wgsl write a whole KV texel, eight
-    epilogues/rope_kv8.wgsl one of 8 halves."""
+    """The epilogue calls of R rows of a token, `per_call` rows a call: a pair (epilogue(t, r, a, b)) or four
+    (epilogue4(t, r, a, b, c, d)), R a multiple and the invocation's rows starting on one -- no array<f32, R>
+    (see matvec_rows). Four let epilogues/rope_kv.wgsl write a whole KV texel."""
     step, name = per_call, EPILOGUE_NAMES[per_call]
     if R % step:
         raise ValueError(f"{name} takes {step} rows a call: R={R} is no multiple")
@@ -145,8 +144,8 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     position is taken from registers. With split (flash-decoding, not with rope), the workgroup takes
     split `split` of SPLITS contiguous runs of the positions and stores its partial softmax -- each
     head's (max, sum) and unnormalized output -- in `parts` for attention_combine.wgsl. With octets (KV
-    textures of halves, blocks/kv_read_texture_f16.wgsl: two vec4s a texel) a K row is read a texel at a time
-    and lane l holds vec4s 2l, 2l + 1, 2l + 16, ... (texels l, l + 8, ...): half the fetches.
+    buffers of halves, blocks/kv_read_storage_f16.wgsl: two vec4s a 16-byte element) a K row is read an element
+    at a time and lane l holds vec4s 2l, 2l + 1, 2l + 16, ... (elements l, l + 8, ...): half the loads.
     """
     if rope and (split or octets):
         raise ValueError("the rope form of the decode attention neither splits nor reads KV octets")

@@ -101,10 +101,9 @@ def standard_wgsl(src: str) -> str:
 
 
 def rows_per_call(epilogue: str) -> int:
-    """Rows the matvec epilogue snippet `epilogue` ("epilogues/rope_kv") takes a call: 8 where it defines
-    epilogue8, 4 where epilogue4, else 2 (shader_code.epilogue_calls)."""
-    text = shader_source(epilogue)
-    return next((n for n in (8, 4) if f"fn epilogue{n}(" in text), 2)
+    """Rows the matvec epilogue snippet `epilogue` ("epilogues/rope_kv") takes a call: 4 where it defines
+    epilogue4, else 2 (shader_code.epilogue_calls)."""
+    return 4 if "fn epilogue4(" in shader_source(epilogue) else 2
 
 def binding_kinds(src: str) -> list:
     """[(binding index, 'uniform' | 'storage-read' | 'storage-rw' | 'texture-uint' | 'texture-float' |

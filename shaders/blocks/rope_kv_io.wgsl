@@ -1,4 +1,4 @@
-// What the QKV matvec's RoPE + KV-write epilogues (epilogues/rope_kv.wgsl, rope_kv8.wgsl) bind: q, the KV
+// What the QKV matvec's RoPE + KV-write epilogue (epilogues/rope_kv.wgsl) binds: q, the KV
 // pool's layer (KV_WRITE: blocks/kv_write_*.wgsl), the page tables and the RoPE table; TOKEN_AT
 // (blocks/token_at_*.wgsl) says where token t of the pass goes: one sequence's tokens, or one token of each
 // sequence of a batched decode pass.

@@ -1,4 +1,4 @@
-// What rope_kv_seqs.wgsl and rope_kv_seqs8.wgsl bind: the pass's QKV rows, q, the RoPE table, the sequences'
+// What rope_kv_seqs.wgsl binds: the pass's QKV rows, q, the RoPE table, the sequences'
 // uniform, the KV pool's layer (KV_WRITE: blocks/kv_write_*.wgsl) and the page tables.
 @group(0) @binding(0) var<storage, read> qkv: array<vec4<f32>>;       // [T][(QR + 2 KR) / 4] quads
 @group(0) @binding(1) var<storage, read_write> q: array<vec4<f32>>;   // [T][QR / 4]

@@ -126,8 +126,6 @@ def with_every_snippet(specs: list) -> list:
     """
     out = list(specs)
     have = {(n, slot, sn[slot]) for n, _, sn in specs for slot in sn}
-    # an epilogue that writes eight KV values a call writes KV textures of halves (kv_dtype "f16")
-    paired = {"epilogues/rope_kv8": {"KV_WRITE": "blocks/kv_write_texture_f16"}}
     for slot in ("FORMAT", "EPILOGUE"):
         for snippet in snippet_files(slot):
             for name in sorted({n for n, _, sn in specs if slot in sn}):
@@ -136,7 +134,7 @@ def with_every_snippet(specs: list) -> list:
                 fits = []
                 for n, params, sn in specs:
                     if n == name and slot in sn:
-                        with_it = {**sn, slot: snippet, **paired.get(snippet, {})}
+                        with_it = {**sn, slot: snippet}
                         try:
                             params = for_snippets(params, with_it)
                             fits.append((len(compose(n, params, with_it)), params, with_it))

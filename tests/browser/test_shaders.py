@@ -29,10 +29,10 @@ def extra(config) -> list:
     """
     qr, kr = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
     out = [("advance_accept", {"N": n, **channel_layout.shader_params()}, {}) for n in (1, 5)]
-    # KV in f32 and (kv_dtype "f16") in halves: storage buffers, and textures (f16: 8 values a texel, written by
-    # rope_kv_seqs8 and epilogues/rope_kv8, read whole by the decode attention's octet form)
+    # KV in f32 (storage buffers and textures) and (kv_dtype "f16") in buffers of halves, read 8 a load by the
+    # decode attention's octet form
     kv_read = [({"KV": "blocks/kv_read_storage"}, {}), ({"KV": "blocks/kv_read_texture"}, {"KV_W": 6144}),
-               ({"KV": "blocks/kv_read_storage_f16"}, {}), ({"KV": "blocks/kv_read_texture_f16"}, {"KV_W": 3072})]
+               ({"KV": "blocks/kv_read_storage_f16"}, {})]
     kv_write = [({"KV_WRITE": "blocks/kv_write_storage"}, {}), ({"KV_WRITE": "blocks/kv_write_texture"}, {"KV_W": 6144}),
                 ({"KV_WRITE": "blocks/kv_write_storage_f16"}, {})]
     common = {"HD": config.head_dim, "QR": qr, "KR": kr, "SCALE": config.attention_scale, "WINDOW": 0,
@@ -41,7 +41,7 @@ def extra(config) -> list:
     # a long sequence's split decode attention (flash-decoding), which the captured short runs do not reach,
     # and its merge
     for kv, kvp in kv_read:
-        octets = kv["KV"].endswith("texture_f16")
+        octets = kv["KV"].endswith("_f16")
         out += [("attention_decode_lanes", {**common, **kvp, "KC": 3, "VC": 4, "HG": hg, "SEQS": 1, "SPLITS": S,
                                             "PARTS": PARTS if S > 1 else "",
                                             "ATTEND": decode_lane_code(hd4, hg, split=S > 1, octets=octets)}, kv)
@@ -51,9 +51,6 @@ def extra(config) -> list:
     out += [("rope_attention_lanes", {**common, "HG": hg, "SEQS": G, "KC": 4, "VC": 5,
                                       "ATTEND": decode_lane_code(hd4, hg, True)}, {"KV_RW": rw})
             for G in (1, 3) for rw in ("blocks/kv_rw_storage", "blocks/kv_rw_storage_f16")]
-    # batched passes' RoPE + KV write into textures of halves (8 values an invocation)
-    out += [("rope_kv_seqs8", {"QR": qr, "KR": kr, "HD": config.head_dim, "SEQS": G, "PAGE": 16, "KC": 4, "VC": 5,
-                               "KV_W": 3072}, {"KV_WRITE": "blocks/kv_write_texture_f16"}) for G in (1, 2)]
     out.append(("attention_combine", {"HD": config.head_dim, "HEADS": config.num_attention_heads, "SPLITS": 3,
                                       "SEQS": 1}, {}))
     if get_device().subgroup_lanes:  # the attention of CPU adapters without them (else captured)
