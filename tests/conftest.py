@@ -55,6 +55,14 @@ def default_model(gpu):
 
 
 @pytest.fixture(scope="session")
+def default_model_f32(default_model):
+    """The default model with exact (f32) K and V, loaded once per session: what the tight parity checks of the
+    weights and kernels against the float32 reference use (the default stores K and V in f16)."""
+    from piegpu.textgen.model import load_model
+    return load_model(verbose=False, kv_dtype="f32")
+
+
+@pytest.fixture(scope="session")
 def default_reference(default_model):
     """The numpy reference of the default model (float32)."""
     from piegpu.model.default import default_model_dir

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ..errors import PieGpuError
+from ..model.kv_pool import DEFAULT_KV_DTYPE
 from ..samplers import NAMES as SAMPLER_NAMES
 from .common import int_at_least as _int_at_least
 
@@ -208,8 +209,9 @@ def add_parser(sub) -> None:
     g.add_argument("--seed", type=_int_at_least(0, 1 << 32), default=0)
     g.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    g.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32",
-                   help="how K and V are stored: f32 (exact, default) or f16 (half the bytes, rounded)")
+    g.add_argument("--kv-dtype", choices=["f32", "f16"], default=DEFAULT_KV_DTYPE,
+                   help="how K and V are stored: f16 (default: half the bytes, rounded to half precision) or f32 "
+                        "(exact)")
     g.add_argument("--top-k", type=int, default=None)
     g.add_argument("--top-p", type=float, default=None)
     g.add_argument("--min-p", type=float, default=None)

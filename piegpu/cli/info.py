@@ -32,18 +32,18 @@ def _kv_pool_line(d) -> None:
     """The default model's KV pool on this adapter: size, pages, page bytes, where the pages live."""
     from ..model.default import default_gguf_path
     from ..model.gguf_model import open_gguf_model
-    from ..model.kv_pool import PAGE_TOKENS, default_kv_mb, kv_bytes_per_position
+    from ..model.kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, default_kv_mb, kv_bytes_per_position
     try:
         c = open_gguf_model(default_gguf_path()).config
     except Exception as e:  # noqa: BLE001 -- info still reports the adapter
         print(f"KV pool: unknown (the default model could not be read: {e})")
         return
-    mb = default_kv_mb(c, d.is_cpu)
-    per_page = kv_bytes_per_position(c) * PAGE_TOKENS
+    mb = default_kv_mb(c, d.is_cpu, DEFAULT_KV_DTYPE)
+    per_page = kv_bytes_per_position(c, DEFAULT_KV_DTYPE) * PAGE_TOKENS
     print(f"KV pool of the default model: {mb} MiB by default (load_model(kv_mb=...), piegpu serve --kv-mb): "
-          f"{mb * (1 << 20) // per_page} pages of {PAGE_TOKENS} positions, {per_page // 1024} KiB each, "
-          f"in {'textures' if d.texture_weights else 'storage buffers'}; with --kv-dtype f16 (load_model(kv_dtype="
-          f"'f16')) half the bytes a page")
+          f"{mb * (1 << 20) // per_page} pages of {PAGE_TOKENS} positions, {per_page // 1024} KiB each "
+          f"({DEFAULT_KV_DTYPE} K and V), in storage buffers; with --kv-dtype f32 (load_model(kv_dtype='f32')) "
+          f"exact values, twice the bytes a page{', in textures' if d.texture_weights else ''}")
 
 
 def _cmd_bench(args) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..model.kv_pool import DEFAULT_KV_DTYPE
 from .common import int_at_least
 
 
@@ -106,9 +107,9 @@ def add_parser(sub) -> None:
     s.add_argument("--kv-mb", type=_positive_megabytes, default=None, metavar="MB",
                    help="the KV page pool every sequence draws from, in MiB (default: two whole contexts, at most "
                         "1 GiB, an eighth of RAM on CPU adapters); requests wait while it is full")
-    s.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32",
-                   help="how K and V are stored: f32 (exact, default) or f16 (half the bytes: twice the positions "
-                        "in --kv-mb; values rounded to half precision)")
+    s.add_argument("--kv-dtype", choices=["f32", "f16"], default=DEFAULT_KV_DTYPE,
+                   help="how K and V are stored: f16 (default: half the bytes, so twice the positions in --kv-mb; "
+                        "values rounded to half precision) or f32 (exact)")
     s.add_argument("--cache-mb", type=_megabytes, default=512.0, metavar="MB",
                    help="most KV pages kept for prefix reuse, in MiB of the pool (512; 0 = off)")
     s.add_argument("--grace", type=float, default=5.0, help="seconds streams get to finish on shutdown (5)")

@@ -22,7 +22,7 @@ from .batch_plan import BatchPlan, build as build_batch_plan, reseat as reseat_p
 from .forward import forward
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
-from .kv_pool import PAGE_TOKENS, KvPool
+from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, KvPool
 from .reference import rope_tables
 from .rope import inv_freq
 from .shaders import ShaderLibrary
@@ -86,7 +86,7 @@ class GpuModel:
     """A model's weights on the device and the kernels of its forward pass."""
 
     def __init__(self, weights: ModelWeights, device=None, max_binding: int | None = None,
-                 kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, kv_dtype: str = "f32"):
+                 kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE):
         from ..runtime.device import get_device
         self.dev = device or get_device()
         self.device = self.dev.device

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import ModelError
 from .config import LlamaConfig
 from .gpu_model import GpuModel
-from .kv_pool import PAGE_TOKENS, pool_pages
+from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, pool_pages
 from .weights import weights_from_gguf, weights_from_tensors
 from .tokenizer import load_chat_template, load_tokenizer
 
@@ -36,7 +36,7 @@ class LoadedParts:
 
 
 def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
-               page_tokens: int = PAGE_TOKENS, kv_dtype: str = "f32") -> LoadedParts:
+               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE) -> LoadedParts:
     """Read and upload the default model (None), a GGUF file (used in place), or a directory with
     config.json + safetensors."""
     from .default import DEFAULT_MODEL_NAME, default_gguf_path

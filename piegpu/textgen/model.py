@@ -10,7 +10,7 @@ import threading
 
 from ..errors import ValidationError
 from ..model.config import LlamaConfig
-from ..model.kv_pool import PAGE_TOKENS
+from ..model.kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS
 from ..model.loading import load_parts
 from ..model.tokenizer import chat_prompt
 from ..runtime.device import MODEL_CLOSED, device_lock
@@ -210,12 +210,13 @@ class Model:
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
-               page_tokens: int = PAGE_TOKENS, kv_dtype: str = "f32") -> Model:
+               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE) -> Model:
     """Load the default model (None), a GGUF file, or a directory with config.json + safetensors.
 
     kv_mb sizes the KV page pool every sequence draws from (None: two whole contexts, at most 1 GiB,
     and an eighth of RAM on CPU adapters); page_tokens is the positions a page holds; kv_dtype "f16"
-    stores K and V rounded to half precision (half the bytes a position: twice the positions in kv_mb).
+    (the default) stores K and V rounded to half precision (half the bytes a position: twice the positions in
+    kv_mb), "f32" keeps them exact.
     """
     p = load_parts(name_or_path, verbose=verbose, device=device, kv_mb=kv_mb, page_tokens=page_tokens,
                    kv_dtype=kv_dtype)

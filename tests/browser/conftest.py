@@ -34,6 +34,6 @@ def model_capture(gpu):
     from piegpu.textgen.model import load_model
     from tests.browser.model_capture import capture
     try:
-        return capture(lambda: load_model(verbose=False))
+        return capture(lambda: load_model(verbose=False), lambda: load_model(verbose=False, kv_dtype="f32"))
     except ModelError as e:
         pytest.skip(f"default model unavailable: {e}")

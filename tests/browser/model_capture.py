@@ -2,7 +2,8 @@
 
 A private model instance (so no kernel or plan cached by an earlier test hides a
 specialisation) runs a prefill + decode generation per sampler, a batch of two prompts, a
-logits prefill and examples/top_a.py's decode loop while ShaderLibrary.kernel and the
+logits prefill (and the batch again with f32 K and V, which lavapipe keeps in textures) and
+examples/top_a.py's decode loop while ShaderLibrary.kernel and the
 pipeline's compile_program are wrapped to record every (shader, parameters, snippets) and
 every epilogue program (channels, intrinsics and all) the runtime compiles.
 """
@@ -51,8 +52,9 @@ class Capture:
     epilogues: list  # [(label, eta Program)] every epilogue the pipeline compiled, in order
 
 
-def capture(load_model) -> Capture:
-    """Run the default model (from `load_model()`) with shader composition and epilogue compiles recorded."""
+def capture(load_model, load_exact=None) -> Capture:
+    """Run the default model (from `load_model()`) with shader composition and epilogue compiles recorded; with
+    `load_exact` (the model with f32 K and V, as pages of their own kind) its batch too."""
     calls: dict = {}
     programs: dict = {}
     kernel, compile_program = shaders.ShaderLibrary.kernel, pipeline.compile_program
@@ -79,6 +81,10 @@ def capture(load_model) -> Capture:
             ids = model.tokenizer.encode(PROMPT).ids
             logits = np.asarray(model.logits(ids), np.float32)
             config = model.config
+        if load_exact is not None:
+            phase[0] = "batch-f32"
+            with load_exact() as exact:
+                exact.generate_batch(["Hello there", "The capital of France is"], max_tokens=3)
         phase[0] = "examples/top_a.py"
         # On a worker thread with a loop of its own, whether or not the caller's thread runs one.
         example = load_example("top_a")

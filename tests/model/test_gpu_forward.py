@@ -108,42 +108,48 @@ def test_dispatches_per_decoded_token(gpu):
 
 # ---- the default model ----------------------------------------------------------------------------
 
-def test_default_model_greedy_matches_reference(default_model, default_reference):
-    g = default_model.gpu
+@pytest.mark.parametrize("kv", ["f32", "f16"])
+def test_default_model_greedy_matches_reference(default_model, default_model_f32, default_reference, kv):
+    """Greedy tokens and logits of the default model against the numpy reference whose cache is stored as the
+    model's: exact K and V within 1e-3; f16 (the default) within 5e-3 -- a value within f32 noise of a rounding
+    boundary rounds the other way in one of the two, and 30 layers carry it (the f32 cache is 1.3e-2 away)."""
+    model = default_model_f32 if kv == "f32" else default_model
+    assert model.kv_stats()["kv_dtype"] == kv
+    g = model.gpu
     if g.dev.texture_weights:  # lavapipe: the Q4_1 layers and the Q8_0 table read as textures (this test checks them)
         assert {c[3] for c in g.layers[0].gate_up.chunks + g.embed.chunks} == {"q4_1_tex", "q8_0_tex"}
-    tok = default_model.tokenizer
+    tok = model.tokenizer
     ids = tok.encode("Once upon a time").ids
-    ws = default_model.working_set(64)
-    cache = default_reference.new_cache()
+    ws = model.working_set(64)
+    cache = default_reference.new_cache(kv)
     a = default_reference.forward(ids, cache)[-1]
-    b = default_model.gpu.forward(ws, ids)[0]
+    b = model.gpu.forward(ws, ids)[0]
     errs, ref_toks, gpu_toks = [float(np.abs(a - b).max())], [], []
     for _ in range(16):
         ta, tb = int(a.argmax()), int(b.argmax())
         ref_toks.append(ta)
         gpu_toks.append(tb)
         a = default_reference.forward([ta], cache)[-1]
-        b = default_model.gpu.forward(ws, [tb])[0]
+        b = model.gpu.forward(ws, [tb])[0]
         errs.append(float(np.abs(a - b).max()))
     text = tok.decode(gpu_toks)
-    print(f"GPU greedy: {text!r}; max abs logit error per step: {['%.1e' % e for e in errs]}")
+    print(f"GPU greedy ({kv} KV): {text!r}; max abs logit error per step: {['%.1e' % e for e in errs]}")
     assert gpu_toks == ref_toks
-    assert max(errs) < 1e-3
+    assert max(errs) < (1e-3 if kv == "f32" else 5e-3)
     words = {"the", "a", "of", "and", "was", "city", "with", "in"}
     assert len(words & set(text.lower().replace(",", " ").split())) >= 3
 
 
-def test_default_model_prefill_of_a_longer_prompt_matches_reference(default_model, default_reference):
+def test_default_model_prefill_of_a_longer_prompt_matches_reference(default_model_f32, default_reference):
     # 45 tokens: full and partial 16-token blocks, and token groups split by the uniform
     # binding size (10 tokens for the down projection's 1536-wide rows)
     text = ("The old lighthouse keeper climbed the stairs every evening, counting the steps and "
             "listening to the sea while the gulls circled the rocks below the tower. Nobody in the "
             "village remembered when the light had last failed, or who had kept it before him.")
-    ids = default_model.tokenizer.encode(text).ids[:45]
+    ids = default_model_f32.tokenizer.encode(text).ids[:45]
     assert len(ids) == 45
     a = default_reference.forward(ids, default_reference.new_cache())[-1]
-    b = default_model.gpu.forward(default_model.working_set(64), ids)[0]
+    b = default_model_f32.gpu.forward(default_model_f32.working_set(64), ids)[0]
     err = float(np.abs(a - b).max())
     print(f"45-token prefill: max abs logit error {err:.1e}")
     assert int(a.argmax()) == int(b.argmax()) and err < 1e-3
@@ -183,7 +189,7 @@ def test_gguf_blocks_q4_1_q8_0_and_other_types(gpu):
         deq[name] = d
     w = weights_from_gguf(cfg, raw)
     assert all("+" in L.qkv.fmt for L in w.layers)  # q, k and v of different types, each read natively
-    gm = GpuModel(w)
+    gm = GpuModel(w, kv_dtype="f32")
     from piegpu.textgen.model import Model
     from tests.helpers import NullTokenizer
     model = Model(cfg, NullTokenizer(), gm, "gguf-tiny", None)

@@ -92,7 +92,7 @@ def test_kv_stats_fields(default_model):
     for key in ("pages_total", "pages_used", "page_tokens", "bytes_per_page"):
         assert isinstance(s[key], int)
     c = default_model.config
-    assert s["bytes_per_page"] == kv_bytes_per_position(c) * s["page_tokens"]
+    assert s["bytes_per_page"] == kv_bytes_per_position(c, s["kv_dtype"]) * s["page_tokens"]
     assert s["pages_total"] * s["page_tokens"] >= c.max_position_embeddings
 
 
@@ -103,10 +103,10 @@ def test_bad_pool_arguments(default_model):
             check_page_tokens(bad)
     for bad in (0, -5, True, "512"):
         with pytest.raises(ValidationError, match="kv_mb"):
-            pool_pages(c, bad, 16, True)
+            pool_pages(c, bad, 16, True, "f16")
     with pytest.raises(ValidationError, match="cannot hold one sequence of the model's context"):
-        pool_pages(c, 8, 16, True)
-    P, pages = pool_pages(c, None, 16, True)
+        pool_pages(c, 4, 16, True, "f16")
+    P, pages = pool_pages(c, None, 16, True, "f16")
     assert pages * P >= c.max_position_embeddings
 
 
@@ -127,7 +127,7 @@ def test_out_of_pages_names_the_sequence_and_the_fix():
     cfg = tiny_config()
     P = 16
     pages = -(-cfg.max_position_embeddings // P) + 1 + 3  # one whole context, page 0, three more
-    m, _ = tiny_model(cfg, kv_mb=pages * kv_bytes_per_position(cfg) * P / (1 << 20))
+    m, _ = tiny_model(cfg, kv_mb=pages * kv_bytes_per_position(cfg, "f32") * P / (1 << 20))
     gpu = m.gpu
     stats = gpu.kv_stats()
     assert stats["pages_total"] == pages - 1
@@ -163,7 +163,7 @@ def test_a_batch_row_the_pool_cannot_hold_fails_alone():
     cfg = tiny_config(max_pos=64)
     P = 16
     pages = 64 // P + 1 + 1  # one whole context and page 0, one more: 5 usable pages
-    m, _ = tiny_model(cfg, seed=3, kv_mb=pages * kv_bytes_per_position(cfg) * P / (1 << 20))
+    m, _ = tiny_model(cfg, seed=3, kv_mb=pages * kv_bytes_per_position(cfg, "f32") * P / (1 << 20))
     prompts = [" ".join(str(10 + 7 * k + i) for i in range(12)) for k in range(3)]
     with pytest.raises(ValidationError, match=r"prompt 2: .*KV pool is full.*Fix: a bigger pool") as e:
         m.generate_batch(prompts, max_tokens=16)

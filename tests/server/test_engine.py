@@ -96,7 +96,7 @@ def test_requests_wait_for_kv_pages_and_none_is_lost():
     cfg = tiny_config(layers=2, vocab=300, max_pos=64)
     P = 16
     pages = 64 // P + 1 + 4  # one whole context and page 0, then room for 2 requests of 2 pages
-    m = tiny_model(cfg, seed=5, kv_mb=pages * kv_bytes_per_position(cfg) * P / (1 << 20))[0]
+    m = tiny_model(cfg, seed=5, kv_mb=pages * kv_bytes_per_position(cfg, "f32") * P / (1 << 20))[0]
     eng = Engine(m, max_batch=8)
     prompts = [" ".join(str(40 + 3 * k + i) for i in range(12)) for k in range(4)]
     jobs = [job(m, p, [RowParams(0.0)], max_tokens=8) for p in prompts]

@@ -17,6 +17,7 @@ import socket
 from typing import TYPE_CHECKING, Callable
 
 from ...errors import PieGpuError
+from ...model.kv_pool import DEFAULT_KV_DTYPE
 
 if TYPE_CHECKING:
     from ray.serve import Application
@@ -59,7 +60,7 @@ def check_address(address: str | None, timeout_s: float = 3.0) -> None:
 def build(model: str | None = None, replicas: int = 2, *, model_id: str | None = None, affinity: bool = True,
           imbalance: int | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0,
           autoscaling: dict | None = None, env: dict | None = None, max_batch: int = 16, max_queue: int = 64,
-          ctx: int | None = None, kv_mb: float | None = None, kv_dtype: str = "f32", cache_mb: float = 512.0,
+          ctx: int | None = None, kv_mb: float | None = None, kv_dtype: str = DEFAULT_KV_DTYPE, cache_mb: float = 512.0,
           window: int | None = None, api_key: str | None = None, max_body: int = 4 << 20, health_check_period_s: float = 5.0,
           health_check_timeout_s: float = 60.0) -> "Application":
     """The Ray Serve application: the ingress bound to `replicas` PiegpuReplicas (or an autoscaling config).

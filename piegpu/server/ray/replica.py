@@ -17,6 +17,7 @@ import contextlib
 import os
 from typing import AsyncIterator
 
+from ...model.kv_pool import DEFAULT_KV_DTYPE
 from .routed import Routed
 
 
@@ -94,7 +95,7 @@ class PiegpuReplica:
     def __init__(self, model_path: str | None = None, model_id: str | None = None, max_batch: int = 16,
                  max_queue: int = 64, ctx: int | None = None, kv_mb: float | None = None,
                  cache_mb: float = 512.0, window: int | None = None, api_key: str | None = None,
-                 max_body: int = 4 << 20, env: dict | None = None, kv_dtype: str = "f32"):
+                 max_body: int = 4 << 20, env: dict | None = None, kv_dtype: str = DEFAULT_KV_DTYPE):
         for k, v in (env or {}).items():  # before the device opens (LP_NUM_THREADS is read then)
             os.environ[k] = str(v)
         from ...textgen.model import load_model
