@@ -1,6 +1,7 @@
 """Decode cost per token against context length, for the default model.
 
-    python benchmarks/context.py [--contexts 20,500,1000,2000,4000] [--new 32] [--runs 3] [--json FILE]
+    python benchmarks/context.py [--contexts 20,500,1000,2000,4000] [--new 32] [--runs 3] [--kv-dtype f16,f32]
+                                 [--json FILE]
 
 For each context C the working set holds exactly C token ids (a tokenized paragraph repeated
 and cut to C-1 ids, then a one-token prompt " the" passed to model.generate(..., working_set=ws)),
@@ -10,7 +11,9 @@ out), i.e. ms per generated token, host readback of each token included. Each co
 prefilled once (plus a warm-up generation that builds its decode loop); before every timed
 generation the working set is cut back to C-1 tokens, so each run decodes at positions C..C+new.
 Rounds alternate contexts (--runs rounds); the table shows the median per context, the
-spread, and the ratio to the first context.
+spread, the ratio of the medians to the first context's, and the paired ratio: the median over rounds of
+each round's ratio to the first context's run next to it in time. On a noisy machine (slow spells of
+seconds) the paired ratio of many short rounds (--new 4 --runs 40) is the steadier figure.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import statistics
 import time
 
 from piegpu.runtime.session import run_sync
+from piegpu.model.kv_pool import DEFAULT_KV_DTYPE
 from piegpu.textgen.model import load_model
 
 PARAGRAPH = (
@@ -63,42 +67,50 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=32, help="tokens generated per run")
     ap.add_argument("--runs", type=int, default=3, help="rounds (each round runs every context once)")
     ap.add_argument("--json", metavar="FILE", help="write the numbers to FILE")
-    ap.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32", help="how K and V are stored")
+    ap.add_argument("--kv-dtype", default=DEFAULT_KV_DTYPE,
+                    help="how K and V are stored: f16 or f32, or both (f16,f32: a model each, every round runs both)")
     args = ap.parse_args()
     contexts = [int(c) for c in args.contexts.split(",") if c.strip()]
-    model = load_model(verbose=False, kv_dtype=args.kv_dtype)
+    dtypes = [d.strip() for d in args.kv_dtype.split(",") if d.strip()]
+    models = {d: load_model(verbose=False, kv_dtype=d) for d in dtypes}
+    model = models[dtypes[0]]
     assert len(model.tokenizer.encode(TAIL).ids) == 1, "TAIL must be one token"
     limit = model.config.max_position_embeddings
     assert all(2 <= c and c + args.new + 16 <= limit for c in contexts), f"contexts must fit in {limit}"
+    cases = [(d, c) for c in contexts for d in dtypes]
     sessions, prefill_s = {}, {}
-    for c in contexts:
+    for d, c in cases:
         t0 = time.perf_counter()
-        sessions[c] = prepare(model, c, args.new)
-        prefill_s[c] = time.perf_counter() - t0
-        print(f"context {c}: prefilled + warmed up in {prefill_s[c]:.1f} s", flush=True)
-    samples: dict[int, list[float]] = {c: [] for c in contexts}
-    generated: dict[int, list[int]] = {c: [] for c in contexts}
+        sessions[d, c] = prepare(models[d], c, args.new)
+        prefill_s[d, c] = time.perf_counter() - t0
+        print(f"{d} K/V, context {c}: prefilled + warmed up in {prefill_s[d, c]:.1f} s", flush=True)
+    samples: dict = {k: [] for k in cases}
+    generated: dict = {k: [] for k in cases}
     for r in range(args.runs):
-        order = contexts if r % 2 == 0 else contexts[::-1]  # alternate the order between rounds
-        for c in order:
-            ms, n = run_one(model, sessions[c], c, args.new)
-            samples[c].append(ms)
-            generated[c].append(n)
-    base = statistics.median(samples[contexts[0]])
-    print(f"\ndecode ms per generated token (greedy, {args.new} new, {args.runs} runs, median [min-max])")
-    print(f"{'context':>8} {'ms/token':>9} {'range':>15} {'ratio':>6} {'generated':>9}")
+        for d, c in cases if r % 2 == 0 else cases[::-1]:  # alternate the order between rounds
+            ms, n = run_one(models[d], sessions[d, c], c, args.new)
+            samples[d, c].append(ms)
+            generated[d, c].append(n)
     rows = []
-    for c in contexts:
-        med = statistics.median(samples[c])
-        rng = f"[{min(samples[c]):.1f}-{max(samples[c]):.1f}]"
-        print(f"{c:>8} {med:>9.2f} {rng:>15} {med / base:>6.2f} {min(generated[c]):>9}")
-        rows.append({"context": c, "ms_per_token": med, "runs_ms": samples[c], "ratio": med / base,
-                     "generated": generated[c], "prefill_and_warmup_s": prefill_s[c]})
+    for d in dtypes:
+        first = samples[d, contexts[0]]
+        base = statistics.median(first)
+        print(f"\n{d} K and V: decode ms per generated token (greedy, {args.new} new, {args.runs} runs, median "
+              "[min-max])")
+        print(f"{'context':>8} {'ms/token':>9} {'range':>15} {'ratio':>6} {'paired':>6} {'generated':>9}")
+        for c in contexts:
+            runs = samples[d, c]
+            med = statistics.median(runs)
+            paired = statistics.median(b / a for a, b in zip(first, runs))
+            print(f"{c:>8} {med:>9.2f} {f'[{min(runs):.1f}-{max(runs):.1f}]':>15} {med / base:>6.2f} {paired:>6.2f} "
+                  f"{min(generated[d, c]):>9}")
+            rows.append({"kv_dtype": d, "context": c, "ms_per_token": med, "runs_ms": runs, "ratio": med / base,
+                         "paired_ratio": paired, "generated": generated[d, c],
+                         "prefill_and_warmup_s": prefill_s[d, c]})
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"new": args.new, "runs": args.runs, "measure": "stats.decode_s / stats.generated",
                        "rows": rows}, f, indent=2)
-
 
 if __name__ == "__main__":
     main()
