@@ -1,7 +1,7 @@
-"""Where the KV pool's pages live on the device: storage buffers, or rgba32float textures on CPU adapters.
+"""Where the KV pool's pages live on the device: storage buffers, or rgba32float textures (f32 K and V, CPU adapters).
 
-load_model(kv_dtype="f16") stores K and V rounded to half precision, half the bytes: words of two f16
-(pack2x16float, round to nearest even) in storage buffers, a vec4 in two words, so that the decode attention
+load_model() stores K and V rounded to half precision (kv_dtype "f16", the default), half the bytes: words of
+two f16 (pack2x16float, round to nearest even) in storage buffers, a vec4 in two words, so that the decode attention
 reads eight values a 16-byte load (blocks/kv_read_storage_f16.wgsl k_oct). Halves stay in buffers on CPU
 adapters too: the default model's decode attention at context 2000 took 13.6 ms with them vs 17.9 with
 rgba32uint textures of eight halves a texel (lavapipe, medians of 6 alternated, 2026-12-05). Not rgba16float
