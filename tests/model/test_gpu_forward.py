@@ -111,8 +111,10 @@ def test_dispatches_per_decoded_token(gpu):
 @pytest.mark.parametrize("kv", ["f32", "f16"])
 def test_default_model_greedy_matches_reference(default_model, default_model_f32, default_reference, kv):
     """Greedy tokens and logits of the default model against the numpy reference whose cache is stored as the
-    model's: exact K and V within 1e-3; f16 (the default) within 5e-3 -- a value within f32 noise of a rounding
-    boundary rounds the other way in one of the two, and 30 layers carry it (the f32 cache is 1.3e-2 away)."""
+    model's: exact K and V within 1e-3. f16 (the default): a value within f32 noise of a rounding boundary rounds
+    the other way in one of the two and 30 layers carry it (2e-3..6e-3 over kernel variants), so the f16 logits
+    are held to 1e-2 at every step and, in the median, to under half their distance from the exact-cache
+    reference (7e-3: the rounding is real, and it is numpy's)."""
     model = default_model_f32 if kv == "f32" else default_model
     assert model.kv_stats()["kv_dtype"] == kv
     g = model.gpu
@@ -121,21 +123,25 @@ def test_default_model_greedy_matches_reference(default_model, default_model_f32
     tok = model.tokenizer
     ids = tok.encode("Once upon a time").ids
     ws = model.working_set(64)
-    cache = default_reference.new_cache(kv)
-    a = default_reference.forward(ids, cache)[-1]
+    cache, exact = default_reference.new_cache(kv), default_reference.new_cache()
+    a, x = default_reference.forward(ids, cache)[-1], default_reference.forward(ids, exact)[-1]
     b = model.gpu.forward(ws, ids)[0]
-    errs, ref_toks, gpu_toks = [float(np.abs(a - b).max())], [], []
+    errs, gaps, ref_toks, gpu_toks = [float(np.abs(a - b).max())], [float(np.abs(x - b).max())], [], []
     for _ in range(16):
         ta, tb = int(a.argmax()), int(b.argmax())
         ref_toks.append(ta)
         gpu_toks.append(tb)
-        a = default_reference.forward([ta], cache)[-1]
+        a, x = default_reference.forward([ta], cache)[-1], default_reference.forward([ta], exact)[-1]
         b = model.gpu.forward(ws, [tb])[0]
         errs.append(float(np.abs(a - b).max()))
+        gaps.append(float(np.abs(x - b).max()))
     text = tok.decode(gpu_toks)
     print(f"GPU greedy ({kv} KV): {text!r}; max abs logit error per step: {['%.1e' % e for e in errs]}")
     assert gpu_toks == ref_toks
-    assert max(errs) < (1e-3 if kv == "f32" else 5e-3)
+    if kv == "f32":
+        assert max(errs) < 1e-3
+    else:
+        assert max(errs) < 1e-2 and np.median(errs) * 2 < np.median(gaps), (errs, gaps)
     words = {"the", "a", "of", "and", "was", "city", "with", "in"}
     assert len(words & set(text.lower().replace(",", " ").split())) >= 3
 
