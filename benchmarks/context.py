@@ -23,8 +23,8 @@ import json
 import statistics
 import time
 
-from piegpu.runtime.session import run_sync
 from piegpu.model.kv_pool import DEFAULT_KV_DTYPE
+from piegpu.runtime.session import run_sync
 from piegpu.textgen.model import load_model
 
 PARAGRAPH = (
@@ -111,6 +111,7 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump({"new": args.new, "runs": args.runs, "measure": "stats.decode_s / stats.generated",
                        "rows": rows}, f, indent=2)
+
 
 if __name__ == "__main__":
     main()
