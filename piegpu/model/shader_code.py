@@ -16,8 +16,11 @@ from functools import lru_cache
 def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = False, per_call: int = 2) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
-    Per 32-weight block: every row's 8 vec4s decoded to f32 once (d q + m), every token's 8 x
-    vec4s, then R x TB dot products. Tokens past the group's end read its last token (clamped)
+    Per 32-weight block: every token's 8 x vec4s first, then row by row its 8 vec4s decoded to f32
+    once (d q + m) and its TB dot products -- fewer values live at once than decoding all R rows before
+    the tokens (R x 32 floats): on lavapipe, alternated in one process, the default model's B=8 pass took
+    61.3 vs 64.1 ms (every role faster), B=4 42.4 vs 45.5, B=16 104.1 vs 108.3, a 128-token prefill
+    pass 661 vs 706 and a 48-token one the same (244). Tokens past the group's end read its last token (clamped)
     and are not stored. lanes > 0 (a subgroup of at least that many lanes, all active): lane l
     loads only vec4 l % 8 of a token's block and subgroupBroadcast hands the 8 vec4s to every
     lane. On lavapipe a uniform-binding load at a computed index is a gather of every lane's
@@ -44,7 +47,18 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
     for tt in range(TB):
         add(f"let xo{tt} = min(t0 + {tt}u, T - 1u) * NB * 8u;")
     add("for (var b = 0u; b < NB; b++) {")
-    for rr in range(R):
+    if norm:
+        add("  let nwl = norm_w[b * 8u + (lane & 7u)];")
+    for tt in range(TB):  # every token's 8 x vec4s of the block first ...
+        if norm:
+            add(f"  let xr{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
+            add(f"  ss{tt} += dot(xr{tt}, xr{tt});")
+            add(f"  let xl{tt} = xr{tt} * nwl;")
+        elif lanes:
+            add(f"  let xl{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
+        for j in range(8):
+            add(f"  let x{tt}_{j} = " + (f"subgroupBroadcast(xl{tt}, {j}u);" if lanes else f"x[xo{tt} + b * 8u + {j}u];"))
+    for rr in range(R):  # ... then row by row: its 8 vec4s decoded once, its TB dot products
         add(f"  let wb{rr} = (r0 + {rr}u) * (NB * WB) + b * WB;")
         if four:  # one scale fetch for rows rr .. rr + 3
             if rr % 4 == 0:
@@ -54,18 +68,7 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
             add(f"  let dm{rr} = block_dm(wb{rr});")
         for j in range(8):
             add(f"  let q{rr}_{j} = dm{rr}.x * block_q(wb{rr}, {j}u) + dm{rr}.y;")
-    if norm:
-        add("  let nwl = norm_w[b * 8u + (lane & 7u)];")
-    for tt in range(TB):
-        if norm:
-            add(f"  let xr{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
-            add(f"  ss{tt} += dot(xr{tt}, xr{tt});")
-            add(f"  let xl{tt} = xr{tt} * nwl;")
-        elif lanes:
-            add(f"  let xl{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
-        for j in range(8):
-            add(f"  let x{tt}_{j} = " + (f"subgroupBroadcast(xl{tt}, {j}u);" if lanes else f"x[xo{tt} + b * 8u + {j}u];"))
-        for rr in range(R):
+        for tt in range(TB):
             add(f"  let s{rr}_{tt} = " + " + ".join(f"q{rr}_{j} * x{tt}_{j}" for j in range(8)) + ";")
             add(f"  a{rr}_{tt} += s{rr}_{tt}.x + s{rr}_{tt}.y + s{rr}_{tt}.z + s{rr}_{tt}.w;")
     add("}")
