@@ -20,6 +20,7 @@ import statistics
 import time
 from collections import defaultdict
 
+from piegpu.model.kv_pool import DEFAULT_KV_DTYPE
 from piegpu.runtime.dispatch import replay
 from piegpu.textgen.model import load_model
 
@@ -47,7 +48,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="sequences in the decode pass")
     ap.add_argument("--prefill", type=int, default=0, help="tokens of one prompt pass (instead of decode)")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--kv-dtype", choices=["f32", "f16"], default="f32", help="how K and V are stored")
+    ap.add_argument("--kv-dtype", choices=["f32", "f16"], default=DEFAULT_KV_DTYPE,
+                    help=f"how K and V are stored (default: {DEFAULT_KV_DTYPE}, load_model's)")
     args = ap.parse_args()
     model = load_model(verbose=False, kv_dtype=args.kv_dtype)
     g = model.gpu
