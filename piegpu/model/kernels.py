@@ -30,9 +30,9 @@ TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
 TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8 vs 4: 7.1 vs 9.2 ms, Q4_1 gate/up, T=64)
 WIDE_TILE_FROM = 16384  # on CPU adapters, matrices of this many rows (a vocabulary) take 16-row tiles where 16 divides them
-SMALL_TILE_ROWS = (24,)  # rows per matmul tile for few tokens (SMALL_T_UPTO, a batched decode pass), texture formats
-SMALL_T_UPTO = 16
-SMALL_MIN_WG = 5  # ... where that leaves this many 8-thread workgroups (576 rows in 3 or 4 lost: see rows_per_invocation)
+SMALL_TILE_ROWS = (32, 24, 12)  # rows per matmul tile for few tokens (SMALL_T_UPTO: a batched decode pass), texture
+SMALL_T_UPTO = 16  # formats on CPU adapters: the first that divides the rows and leaves SMALL_MIN_WG 8-thread workgroups
+SMALL_MIN_WG = 5  # (576 rows in 3 or 4 lost: see rows_per_invocation)
 
 
 def tile_tokens(tokens: int, per: int) -> int:
@@ -402,14 +402,15 @@ class Kernels:
         (49152 rows) took 0.87-0.94x the 8-row time at 8 tokens (a batched decode pass), 0.92x at
         4 and 0.88x at 16, a Q4_1 matrix of that size 0.91x; the 3072-row gate/up 0.95-1.01x.
         For 2..16 tokens (a batched decode pass; SMALL_T_UPTO) with the weights in textures on a CPU adapter,
-        the tile takes 24 rows where 24 divides them and that leaves SMALL_MIN_WG or more 8-thread workgroups
-        (gate/up: 16, QKV: 5; the vocabulary keeps its 16 rows, o and down their 8). On lavapipe, default
-        model's B=8 pass, alternating in one process, 7 rounds, medians [ranges], on an idle 2-core VM:
-        gate/up 28.2 [27.1-29.0] vs 31.6 [30.6-33.3] ms, QKV 10.7 vs 10.8, the pass 129.4 [127.6-140.9] vs
-        132.2 [130.6-189.1] ms. 24 rows for o and down too (3 workgroups, one core idle for a third)
-        lost there: down 18.4 vs 16.1 ms, o 8.1 vs 7.2 (16 rows, 4 workgroups: 18.0 and 7.8); on a
-        loaded VM (about one core) 24 rows everywhere won (pass 259 vs 275 ms at B=8, 150 vs 162 at B=4,
-        497 vs 512 at B=16) and 32 rows lost (293 ms).
+        the tile takes the first of SMALL_TILE_ROWS (32, 24, 12) that divides the rows and leaves SMALL_MIN_WG
+        or more 8-thread workgroups: the default model's gate/up and logits 32, QKV 24 (5 workgroups), o and
+        down 12 (6). With the tile's rows decoded one at a time after the tokens' x (tile_code), more rows
+        an invocation share each broadcast x: on lavapipe, alternated in one process, 15 rounds of the whole
+        B=8 pass, 58.7 ms against 60.5-60.8 with the rows before (24 for gate/up and QKV, 16 for the logits, 8
+        for o and down); by kernel (7-9 rounds) gate/up 17.1 (32 rows) vs 17.5 (24), 16.4 at 64 rows, 17.3
+        at 48 and 21.6 at 16; logits 10.7 (32) vs 11.4 (16), 10.9 at 48, 11.4 at 64; down 9.5-9.6 (12) vs
+        10.3-10.8 (8), 10.7 at 16 and 11.5 at 24; o 4.6-4.9 at 8 and 5.2-5.3 at 12 (within the noise of the
+        whole pass); QKV even at 20 and 24 rows, 7.1 at 12. B=16: 104.2 vs 106.6 ms, B=4 41.4 vs 47.6.
         `step`: R is a multiple of the rows the epilogue takes a call (8 for KV textures of halves).
         """
         def first_dividing(candidates) -> int:  # `step` where none divides (an odd row count: the last one clamps)
@@ -422,10 +423,13 @@ class Kernels:
             if R > step:  # else the general decode rule below
                 return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
+            if texture and self.gpu.dev.is_cpu and 1 < tokens <= SMALL_T_UPTO:  # measured on lavapipe only
+                small = [R for R in SMALL_TILE_ROWS if rows // (R * 8) >= SMALL_MIN_WG and R % step == 0
+                         and all(m % R == 0 for m in multiples + (rows,))]
+                if small:
+                    return small[0], 8
             wide_tile = (16,) if rows >= WIDE_TILE_FROM and self.gpu.dev.is_cpu else ()  # measured on lavapipe only
-            small = tuple(R for R in SMALL_TILE_ROWS if rows // (R * 8) >= SMALL_MIN_WG) \
-                if texture and self.gpu.dev.is_cpu and 1 < tokens <= SMALL_T_UPTO else ()
-            R = first_dividing(wide_tile + small + TILE_ROWS)
+            R = first_dividing(wide_tile + TILE_ROWS)
             return R, 16 if rows // (R * 16) >= 12 else 8
         wide = tuple(R for R in (32, 16) if self.gpu.dev.is_cpu and rows // (R * wg) >= 6)
         return first_dividing(wide + (8, 4, 2)), wg
