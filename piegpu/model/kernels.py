@@ -30,9 +30,9 @@ TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
 TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8 vs 4: 7.1 vs 9.2 ms, Q4_1 gate/up, T=64)
 WIDE_TILE_FROM = 16384  # on CPU adapters, matrices of this many rows (a vocabulary) take 16-row tiles where 16 divides them
-SMALL_TILE_ROWS = (32, 24, 12)  # rows per matmul tile for few tokens (SMALL_T_UPTO: a batched decode pass), texture
-SMALL_T_UPTO = 16  # formats on CPU adapters: the first that divides the rows and leaves SMALL_MIN_WG 8-thread workgroups
-SMALL_MIN_WG = 5  # (576 rows in 3 or 4 lost: see rows_per_invocation)
+CPU_TILE_ROWS = (32, 24, 16, 12)  # rows per matmul tile with texture formats on CPU adapters: the first that divides
+CPU_TILE_ACC = 256  # the rows, keeps the tile within this many accumulators (rows x tokens) and leaves
+CPU_TILE_MIN_WG = 5  # this many 8-thread workgroups (576 rows in 3 or 4 lost: see rows_per_invocation)
 
 
 def tile_tokens(tokens: int, per: int) -> int:
@@ -401,16 +401,20 @@ class Kernels:
         rows for a vocabulary-sized matrix (WIDE_TILE_FROM): on lavapipe the default model's Q8_0 logits
         (49152 rows) took 0.87-0.94x the 8-row time at 8 tokens (a batched decode pass), 0.92x at
         4 and 0.88x at 16, a Q4_1 matrix of that size 0.91x; the 3072-row gate/up 0.95-1.01x.
-        For 2..16 tokens (a batched decode pass; SMALL_T_UPTO) with the weights in textures on a CPU adapter,
-        the tile takes the first of SMALL_TILE_ROWS (32, 24, 12) that divides the rows and leaves SMALL_MIN_WG
-        or more 8-thread workgroups: the default model's gate/up and logits 32, QKV 24 (5 workgroups), o and
-        down 12 (6). With the tile's rows decoded one at a time after the tokens' x (tile_code), more rows
-        an invocation share each broadcast x: on lavapipe, alternated in one process, 15 rounds of the whole
-        B=8 pass, 58.7 ms against 60.5-60.8 with the rows before (24 for gate/up and QKV, 16 for the logits, 8
-        for o and down); by kernel (7-9 rounds) gate/up 17.1 (32 rows) vs 17.5 (24), 16.4 at 64 rows, 17.3
-        at 48 and 21.6 at 16; logits 10.7 (32) vs 11.4 (16), 10.9 at 48, 11.4 at 64; down 9.5-9.6 (12) vs
-        10.3-10.8 (8), 10.7 at 16 and 11.5 at 24; o 4.6-4.9 at 8 and 5.2-5.3 at 12 (within the noise of the
-        whole pass); QKV even at 20 and 24 rows, 7.1 at 12. B=16: 104.2 vs 106.6 ms, B=4 41.4 vs 47.6.
+        With the weights in textures on a CPU adapter the tile takes the first of CPU_TILE_ROWS (32, 24, 16,
+        12) that divides the rows, keeps rows x tile tokens within CPU_TILE_ACC and leaves CPU_TILE_MIN_WG or
+        more 8-thread workgroups: for the default model at 8 tile tokens (a batched decode pass) gate/up and
+        the logits 32, QKV 24 (5 workgroups), o and down 12 (6); at 16 (prefill) 16 rows, o and down 12. With
+        the tile's rows decoded one at a time after the tokens' x (tile_code), more rows an invocation share
+        each broadcast x: on lavapipe, alternated in one process, 15 rounds of the whole B=8 pass, 58.7 ms
+        against 60.5-60.8 with the rows before (24 for gate/up and QKV, 16 for the logits, 8 for o and down);
+        by kernel (7-9 rounds) gate/up 17.1 (32 rows) vs 17.5 (24), 16.4 at 64 rows, 17.3 at 48 and 21.6 at
+        16; logits 10.7 (32) vs 11.4 (16); down 9.5-9.6 (12) vs 10.3-10.8 (8), 10.7 at 16 and 11.5 at 24; o
+        4.6-4.9 at 8 and 5.2-5.3 at 12 (within the noise of the whole pass); QKV even at 20 and 24 rows. B=16:
+        104.2 vs 106.6 ms, B=4 41.4 vs 47.6. A 128-token prefill (16-token tiles; 8 rows before): gate/up 236
+        ms at 16 rows, 226 at 24, 231 at 32 vs 273-281 at 8; down 117-121 at 12 vs 141-142 (8), 147 (16); QKV
+        and o even at 8-16; the pass 626 vs 652 ms (neighbouring choices 612-662 vs 680-749); 48 tokens 232-246
+        vs 259-307 ms.
         `step`: R is a multiple of the rows the epilogue takes a call (8 for KV textures of halves).
         """
         def first_dividing(candidates) -> int:  # `step` where none divides (an odd row count: the last one clamps)
@@ -423,11 +427,10 @@ class Kernels:
             if R > step:  # else the general decode rule below
                 return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
-            if texture and self.gpu.dev.is_cpu and 1 < tokens <= SMALL_T_UPTO:  # measured on lavapipe only
-                small = [R for R in SMALL_TILE_ROWS if rows // (R * 8) >= SMALL_MIN_WG and R % step == 0
-                         and all(m % R == 0 for m in multiples + (rows,))]
-                if small:
-                    return small[0], 8
+            if texture and self.gpu.dev.is_cpu and tokens > 1:  # measured on lavapipe only (tb: a tile's most tokens)
+                tb, fits = tile_tokens(tokens, tokens), [R for R in CPU_TILE_ROWS if rows // (R * 8) >= CPU_TILE_MIN_WG]
+                if (R := first_dividing([R for R in fits if R * tb <= CPU_TILE_ACC])) in fits:
+                    return R, 8
             wide_tile = (16,) if rows >= WIDE_TILE_FROM and self.gpu.dev.is_cpu else ()  # measured on lavapipe only
             R = first_dividing(wide_tile + TILE_ROWS)
             return R, 16 if rows // (R * 16) >= 12 else 8

@@ -194,6 +194,7 @@ def test_device_matvec_and_matmul_match_numpy(gpu, gtype, textures):
              ("matmul 32x8 subgroup", device_matmul(gpu, m, X[:8], 32, 8, lanes), XW[:8], absXW[:8]),
              ("matmul 24x8 subgroup", device_matmul(gpu, m, X[:8], 24, 8, lanes), XW[:8], absXW[:8]),
              ("matmul 12x4 subgroup", device_matmul(gpu, m, X[:3], 12, 4, lanes), XW[:3], absXW[:3]),
+             ("matmul 16x16 subgroup", device_matmul(gpu, m, X, 16, 16, lanes), XW, absXW),
              ("matmul 8x16 subgroup, x in storage", device_matmul(gpu, m, X, 8, 16, lanes, True), XW, absXW)]
     for what, got, want, absw in cases:
         assert_within_f32_sum_bound(got, want, absw, cols, f"{gtype} {what}")
@@ -218,14 +219,13 @@ def test_odd_row_counts_take_two_rows_an_invocation(gpu, gtype):
     # (or 2 for an odd vocab)
     wide = 16 if gpu.is_cpu else 8
     assert [shell.rows_per_invocation(n, decode=False)[0] for n in (49152, 32000, 3072, 32001)] == [wide, wide, 8, 2]
-    # a few tokens (a batched decode pass) with texture weights on a CPU adapter: the first of 32, 24 and 12 rows
-    # that divides the rows into 5 or more 8-thread workgroups, else the usual tile; a prefill (over 16 tokens)
-    # the usual one
+    # texture weights on a CPU adapter: the first of 32, 24, 16 and 12 rows that divides the rows into 5 or more
+    # 8-thread workgroups with at most 256 accumulators (rows x tile tokens), else the usual tile
     sizes = (49152, 3072, 960, 576, 64, 63)
-    small = [shell.rows_per_invocation(n, decode=False, texture=True, tokens=8) for n in sizes]
-    assert small == ([(32, 8), (32, 8), (24, 8), (12, 8), (8, 8), (2, 8)] if gpu.is_cpu
-                     else [(8, 16), (8, 16), (8, 8), (8, 8), (8, 8), (2, 8)])
-    assert shell.rows_per_invocation(3072, decode=False, texture=True, tokens=128)[0] == 8
+    for tokens, want in ((8, [(32, 8), (32, 8), (24, 8), (12, 8), (8, 8), (2, 8)]),
+                         (128, [(16, 8), (16, 8), (16, 8), (12, 8), (8, 8), (2, 8)])):
+        got = [shell.rows_per_invocation(n, decode=False, texture=True, tokens=tokens) for n in sizes]
+        assert got == (want if gpu.is_cpu else [(8, 16), (8, 16), (8, 8), (8, 8), (8, 8), (2, 8)]), tokens
     rng = np.random.default_rng(63)
     rows, cols = 63, shape_for(gtype)[1]
     data = random_rows(gtype, rows, cols, rng)
