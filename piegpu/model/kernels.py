@@ -397,8 +397,8 @@ class Kernels:
         QKV (960 rows) 0.79x the time (alternated in one process; QKV's in-pass sum 6.2-6.7 vs
         7.9-8.9 ms), and 24 rows where they divide the splits (3 workgroups for 576 rows): with x
         shared by broadcasts (matvec_x) 0.88x, 0.70x and 0.71x the plain 16-row time (best of 21
-        rounds); gate/up and the logits keep their forms. On a CPU adapter the matmul's tile takes 16
-        rows for a vocabulary-sized matrix (WIDE_TILE_FROM): on lavapipe the default model's Q8_0 logits
+        rounds); gate/up and the logits keep their forms. On a CPU adapter the matmul's tile takes 16 rows for
+        a vocabulary-sized matrix (WIDE_TILE_FROM; weights in buffers, else the rule below): lavapipe's Q8_0 logits
         (49152 rows) took 0.87-0.94x the 8-row time at 8 tokens (a batched decode pass), 0.92x at
         4 and 0.88x at 16, a Q4_1 matrix of that size 0.91x; the 3072-row gate/up 0.95-1.01x.
         With the weights in textures on a CPU adapter the tile takes the first of CPU_TILE_ROWS (32, 24, 16,
@@ -411,15 +411,14 @@ class Kernels:
         by kernel (7-9 rounds) gate/up 17.1 (32 rows) vs 17.5 (24), 16.4 at 64 rows, 17.3 at 48 and 21.6 at
         16; logits 10.7 (32) vs 11.4 (16); down 9.5-9.6 (12) vs 10.3-10.8 (8), 10.7 at 16 and 11.5 at 24; o
         4.6-4.9 at 8 and 5.2-5.3 at 12 (within the noise of the whole pass); QKV even at 20 and 24 rows. B=16:
-        104.2 vs 106.6 ms, B=4 41.4 vs 47.6. A 128-token prefill (16-token tiles; 8 rows before): gate/up 236
-        ms at 16 rows, 226 at 24, 231 at 32 vs 273-281 at 8; down 117-121 at 12 vs 141-142 (8), 147 (16); QKV
-        and o even at 8-16; the pass 626 vs 652 ms (neighbouring choices 612-662 vs 680-749); 48 tokens 232-246
-        vs 259-307 ms.
+        104.2 vs 106.6 ms, B=4 41.4 vs 47.6. A 128-token prefill (16-token tiles; 8 rows before): gate/up 236 ms
+        at 16 rows, 226 at 24, 231 at 32 vs 273-281 at 8; down 117-121 at 12 vs 141-142 (8), 147 (16); QKV and o
+        even at 8-16; the pass 626 vs 652 ms (neighbouring choices 612-662 vs 680-749); 48 tokens 232-246 vs 259-307.
         `step`: R is a multiple of the rows the epilogue takes a call (8 for KV textures of halves).
         """
-        def first_dividing(candidates) -> int:  # `step` where none divides (an odd row count: the last one clamps)
+        def first_dividing(candidates, none=step):  # `step` where none divides (an odd row count: the last one clamps)
             return next((R for R in candidates if R % step == 0 and all(m % R == 0 for m in multiples + (rows,))),
-                        step)
+                        none)
 
         wg = 32 if rows >= 8 * 32 * 16 else 16
         if decode and texture and rows // (8 * 16) < 12:
@@ -428,8 +427,9 @@ class Kernels:
                 return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
             if texture and self.gpu.dev.is_cpu and tokens > 1:  # measured on lavapipe only (tb: a tile's most tokens)
-                tb, fits = tile_tokens(tokens, tokens), [R for R in CPU_TILE_ROWS if rows // (R * 8) >= CPU_TILE_MIN_WG]
-                if (R := first_dividing([R for R in fits if R * tb <= CPU_TILE_ACC])) in fits:
+                tb = tile_tokens(tokens, tokens)
+                if (R := first_dividing([R for R in CPU_TILE_ROWS if R * tb <= CPU_TILE_ACC
+                                         and rows // (R * 8) >= CPU_TILE_MIN_WG], None)) is not None:
                     return R, 8
             wide_tile = (16,) if rows >= WIDE_TILE_FROM and self.gpu.dev.is_cpu else ()  # measured on lavapipe only
             R = first_dividing(wide_tile + TILE_ROWS)

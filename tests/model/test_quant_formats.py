@@ -189,8 +189,8 @@ def test_device_matvec_and_matmul_match_numpy(gpu, gtype, textures):
              ("matmul 8x16 subgroup", device_matmul(gpu, m, X, 8, 16, lanes), XW, absXW),
              ("matmul 16x8 subgroup (a vocabulary's tile)", device_matmul(gpu, m, X, 16, 8, lanes), XW, absXW),
              ("matmul 4x4 subgroup", device_matmul(gpu, m, X, 4, 4, lanes), XW, absXW),
-             # a batched decode pass's tiles (kernels.SMALL_TILE_ROWS): 32, 24 and 12 rows of 64, the last
-             # invocation of 24 and 12 clamped to the last rows
+             # the CPU adapters' tiles (kernels.CPU_TILE_ROWS): 32, 24 and 12 rows of 64 (the last invocation of
+             # 24 and 12 clamped to the last rows) at a batched decode pass's 8 or 4 tokens, 16 rows at 16 tokens
              ("matmul 32x8 subgroup", device_matmul(gpu, m, X[:8], 32, 8, lanes), XW[:8], absXW[:8]),
              ("matmul 24x8 subgroup", device_matmul(gpu, m, X[:8], 24, 8, lanes), XW[:8], absXW[:8]),
              ("matmul 12x4 subgroup", device_matmul(gpu, m, X[:3], 12, 4, lanes), XW[:3], absXW[:3]),
