@@ -158,6 +158,7 @@ def _q8_0_texels(blocks: np.ndarray) -> tuple:
 
 # shader format -> (texture format, texels a block, the repack of uint8 [blocks, block bytes])
 TEXTURE_FORMATS = {"q4_1": ("q4_1_tex", 1, _q4_1_texels), "q8_0": ("q8_0_tex", 2, _q8_0_texels)}
+TEXTURE_TEXELS = {tex: per_block for tex, per_block, _ in TEXTURE_FORMATS.values()}  # shader format -> texels a block
 
 
 @dataclass

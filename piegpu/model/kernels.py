@@ -22,7 +22,7 @@ import numpy as np
 from ..kernel import channel_layout
 from ..errors import ValidationError
 from ..runtime.dispatch import Recorder
-from .gpu_weights import GpuMatrix, weight_bindings
+from .gpu_weights import TEXTURE_TEXELS, GpuMatrix, weight_bindings
 from .shaders import rows_per_call
 from .shader_code import decode_lane_code, four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x
 
@@ -374,7 +374,7 @@ class Kernels:
                     fold = None if norm is None else (m.cols // 4, self.config.rms_norm_eps)
                     # the last group's tile fits its tokens (a 37-token prompt: 5 tokens in 8, not 16)
                     params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4,
-                                                four_rows(fmt, R, nrows), fold, per_call))
+                                                four_rows(fmt, R, nrows), fold, per_call, TEXTURE_TEXELS.get(fmt, 0)))
                     bufs[2] = gpu.params(tn, t0)
                     if norm is not None:
                         bufs[14] = (norm, 0, row_bytes)

@@ -29,9 +29,10 @@ fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   return dm.x * nib4(q_texel(wb)[j % 4u], (j / 4u) * 4u) + dm.y;
 }
 
-// The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block and (d, m).
-fn block_q(wb: u32, j: u32) -> vec4<f32> {
-  return nib4(q_texel(wb)[j % 4u], select(0u, 4u, j >= 4u));
+// The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block from its texel t (fetched once for
+// the 8 vec4s: model/shader_code.py tile_code), and (d, m).
+fn block_q_t(t: vec4<u32>, j: u32) -> vec4<f32> {
+  return nib4(t[j % 4u], select(0u, 4u, j >= 4u));
 }
 
 fn block_dm(wb: u32) -> vec2<f32> {

@@ -31,10 +31,11 @@ fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   return bitcast<f32>(scale_word(wb)) * (ub4(q_texel(wb + j / 4u)[j % 4u] ^ 0x80808080u) - 128.0);
 }
 
-// The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block as unsigned bytes
-// q + 128, and (d, m) with weight = d * (q + 128) + m, m = -128 d.
-fn block_q(wb: u32, j: u32) -> vec4<f32> {
-  return ub4(q_texel(wb + j / 4u)[j % 4u] ^ 0x80808080u);
+// The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block as unsigned bytes q + 128 from
+// the block's texel j / 4 (t: each texel fetched once for its 4 vec4s, model/shader_code.py tile_code),
+// and (d, m) with weight = d * (q + 128) + m, m = -128 d.
+fn block_q_t(t: vec4<u32>, j: u32) -> vec4<f32> {
+  return ub4(t[j % 4u] ^ 0x80808080u);
 }
 
 fn block_dm(wb: u32) -> vec2<f32> {

@@ -24,6 +24,7 @@ import pytest
 
 from piegpu.errors import CompileError
 from piegpu.model import shaders
+from piegpu.model.gpu_weights import TEXTURE_TEXELS
 from piegpu.model.shader_code import four_rows, matvec_rows, tile_code
 from piegpu.model.shaders import compose
 from piegpu.runtime import pipeline
@@ -102,9 +103,10 @@ def snippet_files(slot: str) -> list:
 
 def for_snippets(params: dict, snippets: dict) -> dict:
     """params with their generated row code redone for the FORMAT and EPILOGUE `snippets`: lavapipe's texture
-    formats read 4 rows' scales in one fetch (shader_code.four_rows), which the other formats' snippets do not
-    define, and an epilogue takes the rows a call it defines a function for (rope_kv: epilogue4, four; others
-    two; shaders.rows_per_call, shader_code.epilogue_calls). CompileError where R does not fit the epilogue's calls."""
+    formats read 4 rows' scales in one fetch (shader_code.four_rows) and a block's quants as whole texels
+    (tile_code's texels), which the other formats' snippets do not define, and an epilogue takes the rows a
+    call it defines a function for (rope_kv: epilogue4, four; others two; shaders.rows_per_call,
+    shader_code.epilogue_calls). CompileError where R does not fit the epilogue's calls."""
     if "FORMAT" not in snippets or "EPILOGUE" not in snippets:
         return params
     fmt = snippets["FORMAT"].split("/")[-1]
@@ -116,7 +118,7 @@ def for_snippets(params: dict, snippets: dict) -> dict:
             out.update(matvec_rows(params["R"], four, per_call))
         if "TILE" in params:
             out["TILE"] = tile_code(params["R"], params["TB"], 8 if params.get("LANE") else 0, four,
-                                    "norm_w" in params.get("X_BINDING", ""), per_call)
+                                    "norm_w" in params.get("X_BINDING", ""), per_call, TEXTURE_TEXELS.get(fmt, 0))
     except ValueError as e:
         raise CompileError(str(e)) from e
     return out

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from piegpu.kernel import channel_layout
-from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, GpuMatrix, dequantize, pack_ggml, upload,
+from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, TEXTURE_TEXELS, GpuMatrix, dequantize, pack_ggml, upload,
                                       weight_bindings)
 from piegpu.model.shader_code import four_rows, matmul_params, matvec_rows, matvec_x
 from piegpu.model.shaders import ShaderLibrary
@@ -131,7 +131,7 @@ def device_matmul(gpu, m: GpuMatrix, X: np.ndarray, R: int = 4, TB: int = 8, lan
     for buf, row0, nrows, fmt in m.chunks:
         params = {"R": R, "ROWS": nrows, "ROW0": row0, "NB": m.cols // 32, "WG": 16,
                   "OUT_STRIDE": m.rows, **matmul_params(R, TB, lanes, None if x_storage else T * m.cols // 4,
-                                                        four_rows(fmt, R, nrows))}
+                                                        four_rows(fmt, R, nrows), texels=TEXTURE_TEXELS.get(fmt, 0))}
         k = lib.kernel("matmul", params, {"FORMAT": f"formats/{fmt}", "EPILOGUE": "epilogues/store"})
         _run(dev, k, {**weight_bindings(buf), 1: xb, 2: group, 3: out}, ceil(nrows / R / 16))
     return _read(dev, out, T * m.rows).reshape(T, m.rows)
