@@ -2,9 +2,9 @@
 // an R x TB tile -- R rows of W for TB tokens at a time -- in named registers: the tile
 // code (TILE below) is unrolled by piegpu/model/shader_code.py (tile_code), because lavapipe
 // keeps loop-indexed arrays in memory (the looped kernel this replaces was 2.3x slower
-// at 64 tokens of a Q4_1 gate/up matrix). For each 32-weight block, every row's values
-// are decoded once (block_q, or block_q_t from the block's texels; block_dm: d q + m) and
-// used for all TB tokens.
+// at 64 tokens of a Q4_1 gate/up matrix). For each 32-weight block, every row's raw values
+// (block_q, or block_q_t from the block's texels) are decoded once and dotted with every token's
+// x; the block's (d, m) (block_dm: weight d q + m) scale the sums.
 // X (normalized by rmsnorm.wgsl where the layer needs it) comes through a uniform
 // binding (lavapipe gathers it lane by lane at a computed index; see tile_code). The
 // group's size and first token come from a uniform, so one kernel serves every length;

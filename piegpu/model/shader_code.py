@@ -12,25 +12,32 @@ from __future__ import annotations
 from functools import lru_cache
 
 
+SUM_TOKENS = 8  # tokens whose dot products with a row's vec4 the matmul tile takes together (tile_code)
+
+
 @lru_cache(maxsize=None)
 def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = False, per_call: int = 2,
               texels: int = 0) -> str:
     """The unrolled body of matmul.wgsl: an R x TB tile of accumulators in named registers.
 
-    Per 32-weight block: every token's 8 x vec4s first, then row by row its 8 vec4s decoded to f32
-    once (d q + m) -- fewer values live at once than decoding all R rows before the tokens (R x 32
-    floats): on lavapipe, alternated in one process, the default model's B=8 pass took 61.3 vs 64.1 ms,
-    a 128-token prefill pass 661 vs 706 -- and each vec4 dotted with every token's before the next
-    (a{r}_{t} += dot(q_j, x_tj), j outer): the vec4 stays in registers across the TB dots and each dot
-    reads x from memory once, where a token's whole sum over the 8 vec4s at a time (t outer) reloaded
-    the row for every token (16 vector registers on x86). Pairs alternated in one process: gate/up at 8
-    tokens 0.89x the time (15.4 vs 17.1 ms; quartiles 0.88-0.90), down 0.96x, the logits 0.93x, the B=8
-    pass 0.95x; a 128-token prefill 0.93x (546 vs 609 ms), B=16 and B=4 passes 0.98x and 0.93x.
-    Tokens past the group's end read its last token (clamped) and are not stored. lanes > 0 (a subgroup of at least that many lanes, all active): lane l
-    loads only vec4 l % 8 of a token's block and subgroupBroadcast hands the 8 vec4s to every
-    lane. On lavapipe a uniform-binding load at a computed index is a gather of every lane's
-    address and a broadcast is far cheaper: the default model's Q4_1 gate/up at 128 tokens took
-    0.62x the time of the 8-load form, its Q8_0 logits 0.72x (benchmarks/kernels.py --prefill).
+    Per 32-weight block: every token's 8 x vec4s first (and each token's sum of them), then row by row
+    -- fewer values live at once than decoding all R rows before the tokens: on lavapipe, alternated in
+    one process, the default model's B=8 pass took 61.3 vs 64.1 ms, a 128-token prefill 661 vs 706 --
+    the row's raw vec4s q_j, each dotted with the x vec4s of a run of SUM_TOKENS tokens before the next
+    (j outer): q_j stays in registers for the run's dots and each dot reads x once, where a token's whole
+    sum over the 8 vec4s at a time reloaded the row for every token (16 vector registers on x86). The
+    block's scale and min come out of the dots: its weights are d q + m, so the token's sum is d
+    sum_j q_j x_j + m sum_j x_j (two multiplies a token, not eight vec4 ones a row). Pairs alternated in
+    one process against the weights' dots token by token: gate/up at 8 tokens 0.89x the time (15.4 vs
+    17.1 ms), and against the weights' dots j outer: the B=8 pass 0.95x (51.4 vs 54.2 ms; QKV 0.91x, the
+    logits 0.92x, gate/up 0.94x), B=4 0.97x, B=16 0.985x, a 128-token prefill 0.95x (510 vs 538 ms) --
+    runs of 16 tokens (20 registers) measured 1.02-1.03x at B=16 and prefill. Tokens past the group's
+    end read its last token (clamped) and are not stored.
+    lanes > 0 (a subgroup of at least that many lanes, all active): lane l loads only vec4 l % 8 of a
+    token's block and subgroupBroadcast hands the 8 vec4s to every lane. On lavapipe a uniform-binding
+    load at a computed index is a gather of every lane's address and a broadcast is far cheaper: the
+    default model's Q4_1 gate/up at 128 tokens took 0.62x the time of the 8-load form, its Q8_0 logits
+    0.72x (benchmarks/kernels.py --prefill).
     four (a texture format, R a multiple of 4, row-aligned tiles): one block_scales4 fetch gives
     four rows' scale words (see matvec_rows).
     norm (with lanes): x is the raw residual stream and the layer's RMSNorm is folded in, as in the
@@ -67,7 +74,10 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
             add(f"  let xl{tt} = x[xo{tt} + b * 8u + (lane & 7u)];")
         for j in range(8):
             add(f"  let x{tt}_{j} = " + (f"subgroupBroadcast(xl{tt}, {j}u);" if lanes else f"x[xo{tt} + b * 8u + {j}u];"))
-    for rr in range(R):  # ... then row by row: its 8 vec4s decoded once, its TB dot products
+    for tt in range(TB):  # each token's sum of the block's x (for the blocks' m term)
+        add(f"  let xv{tt} = " + " + ".join(f"x{tt}_{j}" for j in range(8)) + ";")
+        add(f"  let xs{tt} = xv{tt}.x + xv{tt}.y + xv{tt}.z + xv{tt}.w;")
+    for rr in range(R):  # ... then row by row
         add(f"  let wb{rr} = (r0 + {rr}u) * (NB * WB) + b * WB;")
         if four:  # one scale fetch for rows rr .. rr + 3
             if rr % 4 == 0:
@@ -77,12 +87,15 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
             add(f"  let dm{rr} = block_dm(wb{rr});")
         for k in range(texels):
             add(f"  let qt{rr}_{k} = q_texel(wb{rr} + {k}u);")
-        for j in range(8):
-            raw = f"block_q_t(qt{rr}_{j * texels // 8}, {j}u)" if texels else f"block_q(wb{rr}, {j}u)"
-            add(f"  let q{rr}_{j} = dm{rr}.x * {raw} + dm{rr}.y;")
-        for j in range(8):  # vec4 j of the row against every token's: the vec4 stays in registers for TB dots
-            for tt in range(TB):
-                add(f"  a{rr}_{tt} += dot(q{rr}_{j}, x{tt}_{j});")
+        for first in range(0, TB, SUM_TOKENS):  # the tokens in runs of SUM_TOKENS, each run ...
+            run = range(first, min(TB, first + SUM_TOKENS))
+            for j in range(8):  # ... against raw vec4 j of the row, which stays in registers for the run's dots
+                raw = f"block_q_t(qt{rr}_{j * texels // 8}, {j}u)" if texels else f"block_q(wb{rr}, {j}u)"
+                add(f"  let q{rr}_{j}_{first} = {raw};")
+                for tt in run:  # the block's raw sums (var at j = 0)
+                    add(f"  {f'var p{rr}_{tt} =' if j == 0 else f'p{rr}_{tt} +='} dot(q{rr}_{j}_{first}, x{tt}_{j});")
+            for tt in run:  # weights d q + m: sum_j w_j x_j = d sum_j q_j x_j + m sum_j x_j
+                add(f"  a{rr}_{tt} += dm{rr}.x * p{rr}_{tt} + dm{rr}.y * xs{tt};")
     add("}")
     for tt in range(TB):
         if norm:
