@@ -32,7 +32,7 @@ TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8
 WIDE_TILE_FROM = 16384  # on CPU adapters, matrices of this many rows (a vocabulary) take 16-row tiles where 16 divides them
 CPU_TILE_ROWS = (32, 24, 16, 12)  # rows per matmul tile with texture formats on CPU adapters: the first that divides
 CPU_TILE_ACC = 256  # the rows, keeps the tile within this many accumulators (rows x tokens) and leaves
-CPU_TILE_MIN_WG = 5  # this many 8-thread workgroups (576 rows in 3 or 4 lost: see rows_per_invocation)
+CPU_TILE_MIN_WG = 5  # this many 8-thread workgroups (576 rows in 3 or 4 lost: README, measured facts)
 
 
 def tile_tokens(tokens: int, per: int) -> int:
@@ -385,36 +385,16 @@ class Kernels:
                             tokens: int = 0, step: int = 2) -> tuple:
         """(R, WG) for a matvec of `rows` rows: enough workgroups to fill the cores, R dividing the splits.
 
-        The matmul (several tokens) runs 8 threads a workgroup when 16 would leave under 12
-        workgroups: the default model's 576-row o and down projections made 5 (3 and 2 on 2 cores),
-        and at 128 tokens took 0.82-0.89x and 0.84x the time in 9; qkv (960 rows) 0.92x.
-        Decode on a CPU adapter takes up to 32 rows per invocation while that still leaves 6
-        or more workgroups: on lavapipe, where more independent weight loads are in flight
-        per lane, 16 rows were 10-15% faster than 8 on gate/up and the logits, and 32 rows
-        another 18% on the logits (49152 rows) and ~3% on gate/up. With the weights in textures
-        (lavapipe's layout, cheap loads), matrices that 8 rows in 16 threads split into few workgroups
-        take 16 rows in 8 threads instead (5 workgroups for 576 rows): o-proj 0.85x, down 0.91x,
-        QKV (960 rows) 0.79x the time (alternated in one process; QKV's in-pass sum 6.2-6.7 vs
-        7.9-8.9 ms), and 24 rows where they divide the splits (3 workgroups for 576 rows): with x
-        shared by broadcasts (matvec_x) 0.88x, 0.70x and 0.71x the plain 16-row time (best of 21
-        rounds); gate/up and the logits keep their forms. On a CPU adapter the matmul's tile takes 16 rows for
-        a vocabulary-sized matrix (WIDE_TILE_FROM; weights in buffers, else the rule below): lavapipe's Q8_0 logits
-        (49152 rows) took 0.87-0.94x the 8-row time at 8 tokens (a batched decode pass), 0.92x at
-        4 and 0.88x at 16, a Q4_1 matrix of that size 0.91x; the 3072-row gate/up 0.95-1.01x.
-        With the weights in textures on a CPU adapter the tile takes the first of CPU_TILE_ROWS (32, 24, 16,
-        12) that divides the rows, keeps rows x tile tokens within CPU_TILE_ACC and leaves CPU_TILE_MIN_WG or
-        more 8-thread workgroups: for the default model at 8 tile tokens (a batched decode pass) gate/up and
-        the logits 32, QKV 24 (5 workgroups), o and down 12 (6); at 16 (prefill) 16 rows, o and down 12. With
-        the tile's rows decoded one at a time after the tokens' x (tile_code), more rows an invocation share
-        each broadcast x: on lavapipe, alternated in one process, 15 rounds of the whole B=8 pass, 58.7 ms
-        against 60.5-60.8 with the rows before (24 for gate/up and QKV, 16 for the logits, 8 for o and down);
-        by kernel (7-9 rounds) gate/up 17.1 (32 rows) vs 17.5 (24), 16.4 at 64 rows, 17.3 at 48 and 21.6 at
-        16; logits 10.7 (32) vs 11.4 (16); down 9.5-9.6 (12) vs 10.3-10.8 (8), 10.7 at 16 and 11.5 at 24; o
-        4.6-4.9 at 8 and 5.2-5.3 at 12 (within the noise of the whole pass); QKV even at 20 and 24 rows. B=16:
-        104.2 vs 106.6 ms, B=4 41.4 vs 47.6. A 128-token prefill (16-token tiles; 8 rows before): gate/up 236 ms
-        at 16 rows, 226 at 24, 231 at 32 vs 273-281 at 8; down 117-121 at 12 vs 141-142 (8), 147 (16); QKV and o
-        even at 8-16; the pass 626 vs 652 ms (neighbouring choices 612-662 vs 680-749); 48 tokens 232-246 vs 259-307.
-        `step`: R is a multiple of the rows the epilogue takes a call (8 for KV textures of halves).
+        The matmul (several tokens) runs 8 threads a workgroup when 16 would leave under 12 workgroups.
+        Decode on a CPU adapter takes up to 32 rows per invocation while that still leaves 6 or more
+        workgroups; with the weights in textures, matrices that 8 rows in 16 threads split into few
+        workgroups take 24 or 16 rows in 8 threads. On a CPU adapter the matmul's tile takes 16 rows for a
+        vocabulary-sized matrix with weights in buffers (WIDE_TILE_FROM); with the weights in textures the
+        first of CPU_TILE_ROWS that divides the rows, keeps rows x tile tokens within CPU_TILE_ACC and leaves
+        CPU_TILE_MIN_WG or more 8-thread workgroups (the default model at 8 tile tokens: gate/up and the
+        logits 32, QKV 24, o and down 12; at 16: 16 rows, o and down 12). Every choice was measured on
+        lavapipe: README.md, "Measured facts about lavapipe", the matmul and matvec shapes.
+        `step`: R is a multiple of the rows the epilogue takes a call.
         """
         def first_dividing(candidates, none=step):  # `step` where none divides (an odd row count: the last one clamps)
             return next((R for R in candidates if R % step == 0 and all(m % R == 0 for m in multiples + (rows,))),
