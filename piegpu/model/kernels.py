@@ -27,6 +27,9 @@ from .shaders import rows_per_call
 from .shader_code import decode_lane_code, four_rows, lane_code, lane_heads, matmul_params, matvec_rows, matvec_x
 
 TILE_TOKENS = (16, 8, 4)  # tokens per matmul tile, the first that a group fills (Q4_1 gate/up at 128 tokens: 16 vs 8, 0.9x)
+# With texture weights on CPU adapters, the most tokens a tile takes of x in uniform windows (x in storage, down-proj,
+# keeps 16): on lavapipe 8 against 16, alternated, a 128-token prefill 0.94x the time, 48 tokens 0.92x, B=16 0.98x
+CPU_WINDOW_TILE_TOKENS = 8
 ATTENTION_TOKENS_FROM = 2  # tokens of one sequence from which attention_tokens.wgsl runs (CPU adapters)
 TILE_ROWS = (8, 4, 2)  # rows per matmul tile, the first that splits the rows (8 vs 4: 7.1 vs 9.2 ms, Q4_1 gate/up, T=64)
 WIDE_TILE_FROM = 16384  # on CPU adapters, matrices of this many rows (a vocabulary) take 16-row tiles where 16 divides them
@@ -35,9 +38,9 @@ CPU_TILE_ACC = 256  # the rows, keeps the tile within this many accumulators (ro
 CPU_TILE_MIN_WG = 5  # this many 8-thread workgroups (576 rows in 3 or 4 lost: README, measured facts)
 
 
-def tile_tokens(tokens: int, per: int) -> int:
-    """Tokens per matmul tile: 16 where the group holds that many, else 8, and 4 for few tokens."""
-    return next((tb for tb in TILE_TOKENS if tokens > tb // 2 and per >= tb), TILE_TOKENS[-1])
+def tile_tokens(tokens: int, per: int, most: int = TILE_TOKENS[0]) -> int:
+    """Tokens per matmul tile: 16 (at most `most`) where the group holds that many, else 8, and 4 for few tokens."""
+    return next((tb for tb in TILE_TOKENS if tb <= most and tokens > tb // 2 and per >= tb), TILE_TOKENS[-1])
 
 
 class Kernels:
@@ -333,7 +336,7 @@ class Kernels:
         row_bytes = m.cols * 4
         x_storage = False
         if decode:
-            groups, per = [(0, 1)], 1
+            groups, per, tb = [(0, 1)], 1, 1
         else:
             per = gpu.max_uniform // row_bytes  # tokens whose x fits one uniform binding
             # x through a storage binding (all tokens, one group) when a uniform one holds less than
@@ -342,7 +345,8 @@ class Kernels:
             x_storage = per < TILE_TOKENS[0] and tokens > per
             if x_storage:
                 per = tokens
-            tb = tile_tokens(tokens, per)
+            windows = gpu.dev.is_cpu and not x_storage and all(c[3].endswith("_tex") for c in m.chunks)
+            tb = tile_tokens(tokens, per, CPU_WINDOW_TILE_TOKENS if windows else TILE_TOKENS[0])
             # whole tiles in every group but the last: no computed-and-dropped tokens; with x in storage, the
             # whole tiles in one group and the rest in a second
             per = per if per < tb or (x_storage and tokens % tb == 0) else per - per % tb
@@ -355,7 +359,7 @@ class Kernels:
         for buf, row0, nrows, fmt in m.chunks:  # each chunk in its own format (a fused matrix may mix them)
             snippets = {"FORMAT": f"formats/{fmt}", "EPILOGUE": f"epilogues/{epilogue}", **(ep_snippets or {})}
             R, wg = self.rows_per_invocation(nrows, *splits, decode=decode, texture=fmt.endswith("_tex"),
-                                             tokens=tokens, step=per_call)
+                                             tokens=tokens, step=per_call, tile=tb)
             if row0 % per_call:  # (R itself is checked where the calls are written: shader_code.epilogue_calls)
                 raise ValidationError(f"internal: epilogues/{epilogue} takes {per_call} rows a call; its chunk starts "
                                       f"at row {row0}")
@@ -373,7 +377,7 @@ class Kernels:
                     xv4 = None if x_storage else per * m.cols // 4
                     fold = None if norm is None else (m.cols // 4, self.config.rms_norm_eps)
                     # the last group's tile fits its tokens (a 37-token prompt: 5 tokens in 8, not 16)
-                    params.update(matmul_params(R, tile_tokens(tn, per), gpu.dev.subgroup_lanes, xv4,
+                    params.update(matmul_params(R, tile_tokens(tn, per, tb), gpu.dev.subgroup_lanes, xv4,
                                                 four_rows(fmt, R, nrows), fold, per_call, TEXTURE_TEXELS.get(fmt, 0)))
                     bufs[2] = gpu.params(tn, t0)
                     if norm is not None:
@@ -382,7 +386,7 @@ class Kernels:
                 self.rec.dispatch(k, bufs, (ceil(nrows / R / wg), 1, 1), role, self.scope + key + (row0, t0), binds)
 
     def rows_per_invocation(self, rows: int, *multiples: int, decode: bool = False, texture: bool = False,
-                            tokens: int = 0, step: int = 2) -> tuple:
+                            tokens: int = 0, step: int = 2, tile: int | None = None) -> tuple:
         """(R, WG) for a matvec of `rows` rows: enough workgroups to fill the cores, R dividing the splits.
 
         The matmul (several tokens) runs 8 threads a workgroup when 16 would leave under 12 workgroups.
@@ -394,7 +398,8 @@ class Kernels:
         CPU_TILE_MIN_WG or more 8-thread workgroups (the default model at 8 tile tokens: gate/up and the
         logits 32, QKV 24, o and down 12; at 16: 16 rows, o and down 12). Every choice was measured on
         lavapipe: README.md, "Measured facts about lavapipe", the matmul and matvec shapes.
-        `step`: R is a multiple of the rows the epilogue takes a call.
+        `step`: R is a multiple of the rows the epilogue takes a call; `tile`: the tile's tokens (default: what a
+        pass of `tokens` tokens would take, tile_tokens).
         """
         def first_dividing(candidates, none=step):  # `step` where none divides (an odd row count: the last one clamps)
             return next((R for R in candidates if R % step == 0 and all(m % R == 0 for m in multiples + (rows,))),
@@ -407,7 +412,7 @@ class Kernels:
                 return R, 8
         if not decode:  # the matmul's register tile; 8 threads a workgroup where 16 leave few workgroups
             if texture and self.gpu.dev.is_cpu and tokens > 1:  # measured on lavapipe only (tb: a tile's most tokens)
-                tb = tile_tokens(tokens, tokens)
+                tb = tile or tile_tokens(tokens, tokens)
                 if (R := first_dividing([R for R in CPU_TILE_ROWS if R * tb <= CPU_TILE_ACC
                                          and rows // (R * 8) >= CPU_TILE_MIN_WG], None)) is not None:
                     return R, 8
