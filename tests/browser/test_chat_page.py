@@ -182,7 +182,10 @@ def test_greedy_answer_streams_and_equals_the_openai_client(server, chromium):
 def test_stop_cancels_the_request_on_the_server(server, chromium):
     """Stop aborts the stream; the server frees the row (/health load back to 0)."""
     def run(page):
-        settings(page, max_tokens=400, temperature=1.0, seed=5)
+        # greedy: the default model writes this story for all 400 tokens; a sampled one (temperature 1, seed 5)
+        # once ended within a few chunks in the full suite, where the shared server's prefix cache changes the
+        # prompt's last bits of rounding, and the row was free before Stop
+        settings(page, max_tokens=400, temperature=0, seed=5)
         page.fill("#prompt", "Write a long story about a dragon who learns to bake bread.")
         page.press("#prompt", "Enter")
         t0 = time.time()  # (wait_for_function would eval a string, which the page's CSP forbids)
