@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from piegpu.kernel import channel_layout
-from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, TEXTURE_TEXELS, GpuMatrix, dequantize, pack_ggml, upload,
-                                      weight_bindings)
+from piegpu.model.gpu_weights import (GGML_FORMATS, TEXTURE_FORMATS, TEXTURE_TEXELS, GpuMatrix, dequantize, pack_ggml,
+                                      upload, weight_bindings)
 from piegpu.model.shader_code import four_rows, matmul_params, matvec_rows, matvec_x
 from piegpu.model.shaders import ShaderLibrary
 
