@@ -174,6 +174,11 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     head's (max, sum) and unnormalized output -- in `parts` for attention_combine.wgsl. With octets (KV
     buffers of halves, blocks/kv_read_storage_f16.wgsl: two vec4s a 16-byte element) a K row is read an element
     at a time and lane l holds vec4s 2l, 2l + 1, 2l + 16, ... (elements l, l + 8, ...): half the loads.
+    With split and octets each lane also touches its position's V row (a word every 64 bytes) before the block's
+    K loads: on lavapipe a storage load is a loop over the lanes, so the V loads -- 8 lanes in one row -- missed
+    the CPU caches one row at a time (8 memory waits a block, 45% of the attention's samples at context 2000);
+    touched 8 rows a load, they wait once. The xor of the touched words goes to the free third word of the
+    parts record, so the compiler keeps the loads.
     """
     if rope and (split or octets):
         raise ValueError("the rope form of the decode attention neither splits nor reads KV octets")
@@ -246,10 +251,15 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     for h in range(HG):
         for i in range(HD4):
             add(f"  let qf{h}_{i} = {full.format(h=h, i=i)} * SCALE;")
+    touch = split and octets
+    if touch:
+        add("  var touched = 0u;  // the xor of the V words touched ahead (kept by its store into parts)")
     add(f"  for (var b = {lo}; b < {hi}; b += 8u) {{")
     add(f"    let p = min(b + lane, {hi} - 1u);")
     add(f"    let live = b + lane < {hi};")
     add("    let ka = kv_row(tb, p) * KR4 + kvb;")
+    if touch:  # a word of each 64-byte line of this lane's V row: 8 rows' cache misses in one wait
+        add("    touched ^= " + " ^ ".join(f"v_word(ka / 2u + {e}u)" for e in range(0, HD4 // 2, 4)) + ";")
     for h in range(HG):
         add(f"    var t{h} = vec4<f32>(0.0);")
     for i in range(HD4):
@@ -291,7 +301,8 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     for h in range(HG):
         if split:  # part + h: this head's record of HD4 + 1 vec4s (output, then (max, sum))
             add(f"  let pr{h} = (part + {h}u * SPLITS) * (HD4 + 1u);")
-            add(f"  if (lane == 0u) {{ parts[pr{h} + HD4] = vec4<f32>(m{h}, l{h}, 0.0, 0.0); }}")
+            spare = "bitcast<f32>(touched)" if touch and h == 0 else "0.0"
+            add(f"  if (lane == 0u) {{ parts[pr{h} + HD4] = vec4<f32>(m{h}, l{h}, {spare}, 0.0); }}")
         for name, at, held in slots:
             where = f"parts[pr{h} + {at}] = a{h}_{name}" if split else f"o[{qo} + {h}u * HD4 + {at}] = a{h}_{name} / l{h}"
             add(f"  if ({held}) {{ {where}; }}")

@@ -15,3 +15,4 @@ fn k_at(i: u32) -> vec4<f32> { return kv_one(kc[i / 2u], i); }
 fn v_at(i: u32) -> vec4<f32> { return kv_one(vc[i / 2u], i); }
 fn k_oct(t: u32) -> mat2x4<f32> { return kv_pair(kc[t]); }
 fn v_oct(t: u32) -> mat2x4<f32> { return kv_pair(vc[t]); }
+fn v_word(t: u32) -> u32 { return vc[t].x; }  // the first word of element t (a touch: brings its line into cache)
