@@ -165,8 +165,9 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's output (zero
     past the head). The positions go in blocks of 8, one a lane: the lane scores its position
     against every head from its whole K row (found through the page table of the sequence whose
-    row starts at word tb, blocks/pages.wgsl), then one subgroupMax, one exp and one subgroupAdd
-    per head and block update the online softmax of attend.wgsl, and the block's 8 V rows are
+    row starts at word tb, blocks/pages.wgsl), then one max over the lanes (lanes_max) and one exp per
+    head and block update the online softmax of attend.wgsl (each lane sums its own positions' weights,
+    one subgroupAdd after the last block: 0.94x the attention time at context 2000), and the block's 8 V rows are
     added with their weights broadcast. With rope, q and the token's k come rotated from the QKV
     rows, k and v go to the token's page (from the KV head's first workgroup) and the token's own
     position is taken from registers. With split (flash-decoding, not with rope), the workgroup takes
@@ -245,7 +246,7 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
         add(f"  var m{h} = LOW;")
         add(f"  var l{h} = 0.0;")
     # Blocks of 8 positions, one a lane: each lane's score from the whole K row of its position (q held
-    # whole in every lane), one max, one exp and one sum per block and head (not per position), then
+    # whole in every lane), one max and one exp per block and head (not per position), then
     # the 8 positions' V rows added to the lanes' output vec4s with the weights broadcast.
     full = "rot(qkv[row + (head + {h}u) * HD4 + {i}u], pos, {i}u)" if rope else "q[qo + {h}u * HD4 + {i}u]"
     for h in range(HG):
@@ -272,10 +273,10 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
             add(f"    t{h} += qf{h}_{i} * {kk};")
     for h in range(HG):
         add(f"    let s{h} = select(LOW, t{h}.x + t{h}.y + t{h}.z + t{h}.w, live);")
-        add(f"    let n{h} = max(m{h}, subgroupMax(s{h}));")
+        add(f"    let n{h} = max(m{h}, {lanes_max(f's{h}')});")
         add(f"    let c{h} = exp(m{h} - n{h});")
         add(f"    let e{h} = select(0.0, exp(s{h} - n{h}), live);")
-        add(f"    l{h} = l{h} * c{h} + subgroupAdd(e{h});")
+        add(f"    l{h} = l{h} * c{h} + e{h};  // this lane's share of the sum (c is the same in every lane)")
         for name, _, _ in slots:
             add(f"    a{h}_{name} *= c{h};")
         add(f"    m{h} = n{h};")
@@ -294,6 +295,8 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
             for name, _, _ in slots:
                 add(f"    a{h}_{name} += w{j}_{h} * {vals[name]};")
     add("  }")
+    for h in range(HG):
+        add(f"  l{h} = subgroupAdd(l{h});")
     if rope:
         add("  {  // the token's own position")
         update("kn{c}", "vn{c}", "    ")
@@ -308,6 +311,15 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
             add(f"  if ({held}) {{ {where}; }}")
     add("}")
     return "\n".join(add_lines)
+
+
+def lanes_max(v: str) -> str:
+    """WGSL for the max of f32 `v` over lanes 0..7, from subgroupBroadcasts: on lavapipe subgroupMax is a loop over
+    the lanes with a branch each, a broadcast one extract (decode attention at context 2000: 0.97x the time)."""
+    terms = [f"subgroupBroadcast({v}, {j}u)" for j in range(8)]
+    while len(terms) > 1:
+        terms = [f"max({a}, {b})" for a, b in zip(terms[::2], terms[1::2])]
+    return terms[0]
 
 
 def lane_heads(group: int) -> int:
