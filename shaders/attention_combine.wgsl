@@ -1,7 +1,6 @@
 // The second half of a split decode attention (flash-decoding; attention_decode_lanes.wgsl with
 // SPLITS > 1): per (sequence, head, output vec4) merge the SPLITS partial softmaxes -- each a
 // (max, sum) and an unnormalized output -- into o = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
-// (The record's third word holds the attention's cache touches, model/shader_code.py decode_lane_code; unused.)
 // A split with no positions left (m = LOW, l = 0, acc = 0) adds nothing.
 @group(0) @binding(0) var<storage, read> parts: array<vec4<f32>>;  // [seq][head][split][HD4 + 1]
 @group(0) @binding(1) var<storage, read_write> o: array<vec4<f32>>;  // [T][heads * HD]

@@ -16,6 +16,7 @@
 {{KV}}
 @group(0) @binding(5) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
 {{PARTS}}
+{{SINK}}
 
 //! include blocks/attention_consts
 //! include blocks/pages

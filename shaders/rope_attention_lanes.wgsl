@@ -16,6 +16,7 @@
 @group(0) @binding(3) var<storage, read> rope: array<vec2<f32>>;     // [position][HD / 2] (cos, sin)
 {{KV_RW}}
 @group(0) @binding(6) var<storage, read> tables: array<u32>;  // page tables (blocks/pages.wgsl)
+{{SINK}}
 // KV in storage buffers only (blocks/kv_rw_storage*.wgsl, at bindings 4 and 5): this kernel writes the
 // token's K and V and reads the others' in one dispatch (with KV textures the batched pass runs
 // rope_kv_seqs.wgsl, then attention_decode_lanes.wgsl)

@@ -2,7 +2,9 @@
 
 load_model() stores K and V rounded to half precision (kv_dtype "f16", the default), half the bytes: words of
 two f16 (pack2x16float, round to nearest even) in storage buffers, a vec4 in two words, so that the decode attention
-reads eight values a 16-byte load (blocks/kv_read_storage_f16.wgsl k_oct). Halves stay in buffers on CPU
+reads eight values a 16-byte load (blocks/kv_read_storage_f16.wgsl k_oct) -- on lavapipe through 64-bit words,
+sixteen a load (Device.wide_loads, blocks/kv_read_storage_f16_u64.wgsl: alternated, the context-2000 decode
+attention 0.87x the time, context 1000 0.94x, a 128-token prefill's attention 0.86x, bit-equal logits). Halves stay in buffers on CPU
 adapters too: the default model's decode attention at context 2000 took 13.6 ms with them vs 17.9 with
 rgba32uint textures of eight halves a texel (lavapipe, medians of 6 alternated, 2026-12-05). Not rgba16float
 textures: lavapipe's stores into them round toward zero (half the values off by one ulp), which doubled the
@@ -26,10 +28,11 @@ from __future__ import annotations
 MAX_TEXTURE = 8192  # max-texture-dimension-2d every WebGPU adapter offers
 
 
-def snippets(kind: str, half: bool) -> tuple:
-    """The (read, write) snippet names of KV pages of `kind` ("storage" or "texture"), f32 or half (`half`)."""
+def snippets(kind: str, half: bool, wide: bool = False) -> tuple:
+    """The (read, write) snippet names of KV pages of `kind` ("storage" or "texture"), f32 or half (`half`);
+    `wide`: halves read through 64-bit words (blocks/kv_read_storage_f16_u64.wgsl)."""
     tail = "_f16" if half else ""
-    return f"blocks/kv_read_{kind}{tail}", f"blocks/kv_write_{kind}{tail}"
+    return f"blocks/kv_read_{kind}{tail}{'_u64' * (half and wide)}", f"blocks/kv_write_{kind}{tail}"
 
 
 def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE) -> int:
@@ -44,12 +47,16 @@ def texture_rows(kr: int, page: int, limit: int = MAX_TEXTURE) -> int:
 class StoragePages:
     """K and V of every layer in storage buffers: f32, or f16 pairs packed in words (`half`)."""
 
-    def __init__(self, device, layers: int, rows: int, kr: int, page: int, half: bool = False):
+    def __init__(self, device, layers: int, rows: int, kr: int, page: int, half: bool = False, wide: bool = False):
         import wgpu
         self.device, self.kr, self.page = device, kr, page
         self.value_bytes = 2 if half else 4
         self.read_octets = half  # k_oct / v_oct: eight halves a 16-byte load (blocks/kv_read_storage_f16.wgsl)
-        self.read_snippet, self.write_snippet = snippets("storage", half)
+        self.read_hex = half and wide  # k_hex: sixteen halves a 32-byte load (blocks/kv_read_storage_f16_u64.wgsl)
+        self.touch_step = 64 // (4 * self.value_bytes)  # vec4s a 64-byte cache line (shader_code.decode_lane_code)
+        # the word the decode attention xors its touched V words into (so that the touches are not dropped)
+        self.touch_sink = device.create_buffer(size=16, usage=wgpu.BufferUsage.STORAGE, label="kv-pool.touch-sink")
+        self.read_snippet, self.write_snippet = snippets("storage", half, wide)
         self.rw_snippet = "blocks/kv_rw_storage" + ("_f16" if half else "")  # read and written by one kernel
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         size = rows * kr * self.value_bytes
@@ -73,7 +80,9 @@ class StoragePages:
 class TexturePages:
     """K and V of every layer in rgba32float textures (4 values a texel), `per_row` pool rows a texture row."""
 
-    read_octets = False  # a texel is one vec4
+    read_octets = read_hex = False  # a texel is one vec4
+    touch_step = 0  # the decode attention touches no texels ahead (a texel fetch is a gather, not a loop)
+    touch_sink = None
 
     def __init__(self, device, layers: int, rows: int, kr: int, page: int, per_row: int):
         import wgpu

@@ -129,7 +129,7 @@ class KvPool:
                 most = limit // self.layer_page_bytes * self.bytes_per_page >> 20
                 raise ValidationError(f"kv_mb={kv_mb}: one layer's K pages would exceed this adapter's "
                                       f"{limit}-byte binding limit. Fix: kv_mb <= {most}")
-            self.store = StoragePages(self.device, c.num_hidden_layers, rows, kr, P, half)
+            self.store = StoragePages(self.device, c.num_hidden_layers, rows, kr, P, half, model.dev.wide_loads)
         self.keys, self.values = self.store.keys, self.store.values  # per layer: what kernels bind
         self.textures = isinstance(self.store, TexturePages)
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST

@@ -159,7 +159,8 @@ def lane_code(HD4: int) -> str:
 
 
 @lru_cache(maxsize=None)
-def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False, octets: bool = False) -> str:
+def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False, octets: bool = False,
+                     touch: int = 0, hex_k: bool = False) -> str:
     """attend() of attention_decode_lanes.wgsl (rope: of rope_attention_lanes.wgsl).
 
     HG query heads of one KV head, lane l holding vec4s l, l + 8, ... of each head's output (zero
@@ -174,17 +175,19 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     split `split` of SPLITS contiguous runs of the positions and stores its partial softmax -- each
     head's (max, sum) and unnormalized output -- in `parts` for attention_combine.wgsl. With octets (KV
     buffers of halves, blocks/kv_read_storage_f16.wgsl: two vec4s a 16-byte element) a K row is read an element
-    at a time and lane l holds vec4s 2l, 2l + 1, 2l + 16, ... (elements l, l + 8, ...): half the loads.
-    With split and octets each lane also touches its position's V row (a word every 64 bytes) before the block's
-    K loads: on lavapipe a storage load is a loop over the lanes, so the V loads -- 8 lanes in one row -- missed
-    the CPU caches one row at a time (8 memory waits a block, 45% of the attention's samples at context 2000);
-    touched 8 rows a load, they wait once. The xor of the touched words goes to the free third word of the
-    parts record, so the compiler keeps the loads.
+    at a time and lane l holds vec4s 2l, 2l + 1, 2l + 16, ... (elements l, l + 8, ...): half the loads;
+    with hex_k too (blocks/kv_read_storage_f16_u64.wgsl) a K row is read sixteen halves a load (k_hex).
+    With touch > 0 (V in storage buffers, `touch` vec4s a 64-byte cache line) each lane also touches its
+    position's V row, a word a line (v_touch), before the block's K loads: on lavapipe a storage load is a loop
+    over the lanes, so the V loads -- 8 lanes in one row -- missed the CPU caches one row at a time (8 memory
+    waits a block, 45% of the split attention's perf samples at context 2000); touched 8 rows a load, they wait
+    once. The lanes xor the touched words into the atomic `sink` at the end, so the compiler keeps the loads.
     """
     if rope and (split or octets):
         raise ValueError("the rope form of the decode attention neither splits nor reads KV octets")
-    if octets and HD4 % 2:
-        raise ValueError(f"KV octets need heads of an even number of vec4s, not {HD4}")
+    if octets and HD4 % 2 or hex_k and (not octets or HD4 % 4):
+        raise ValueError(f"KV octets need heads of an even number of vec4s and k_hex octets and a multiple of 4, "
+                         f"not {HD4}")
     parts = range((HD4 + 7) // 8)
     idx = {c: f"min({8 * c}u + lane, HD4 - 1u)" for c in parts}
     mine = {c: f"{8 * c}u + lane < HD4" for c in parts}
@@ -252,23 +255,24 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     for h in range(HG):
         for i in range(HD4):
             add(f"  let qf{h}_{i} = {full.format(h=h, i=i)} * SCALE;")
-    touch = split and octets
     if touch:
-        add("  var touched = 0u;  // the xor of the V words touched ahead (kept by its store into parts)")
+        add("  var touched = 0u;  // the xor of the V words touched (stored into sink: the loads stay)")
     add(f"  for (var b = {lo}; b < {hi}; b += 8u) {{")
     add(f"    let p = min(b + lane, {hi} - 1u);")
     add(f"    let live = b + lane < {hi};")
     add("    let ka = kv_row(tb, p) * KR4 + kvb;")
     if touch:  # a word of each 64-byte line of this lane's V row: 8 rows' cache misses in one wait
-        add("    touched ^= " + " ^ ".join(f"v_word(ka / 2u + {e}u)" for e in range(0, HD4 // 2, 4)) + ";")
+        add("    touched ^= " + " ^ ".join(f"v_touch(ka + {i}u)" for i in range(0, HD4, touch)) + ";")
     for h in range(HG):
         add(f"    var t{h} = vec4<f32>(0.0);")
     for i in range(HD4):
         if not octets:
             add(f"    let kk{i} = k_at(ka + {i}u);")
-        elif i % 2 == 0:  # one texel: vec4s i and i + 1 (ka is even: KR4 and kvb are)
+        elif hex_k and i % 4 == 0:  # one load: vec4s i .. i + 3 (ka is a multiple of 4: KR4 and kvb are)
+            add(f"    let kh{i} = k_hex(ka / 4u + {i // 4}u);")
+        elif not hex_k and i % 2 == 0:  # one texel: vec4s i and i + 1 (ka is even: KR4 and kvb are)
             add(f"    let ko{i} = k_oct(ka / 2u + {i // 2}u);")
-        kk = f"ko{i - i % 2}[{i % 2}]" if octets else f"kk{i}"
+        kk = f"kh{i - i % 4}[{i % 4}]" if hex_k else f"ko{i - i % 2}[{i % 2}]" if octets else f"kk{i}"
         for h in range(HG):
             add(f"    t{h} += qf{h}_{i} * {kk};")
     for h in range(HG):
@@ -295,6 +299,8 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
             for name, _, _ in slots:
                 add(f"    a{h}_{name} += w{j}_{h} * {vals[name]};")
     add("  }")
+    if touch:
+        add("  atomicXor(&sink, touched);")
     for h in range(HG):
         add(f"  l{h} = subgroupAdd(l{h});")
     if rope:
@@ -304,8 +310,7 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     for h in range(HG):
         if split:  # part + h: this head's record of HD4 + 1 vec4s (output, then (max, sum))
             add(f"  let pr{h} = (part + {h}u * SPLITS) * (HD4 + 1u);")
-            spare = "bitcast<f32>(touched)" if touch and h == 0 else "0.0"
-            add(f"  if (lane == 0u) {{ parts[pr{h} + HD4] = vec4<f32>(m{h}, l{h}, {spare}, 0.0); }}")
+            add(f"  if (lane == 0u) {{ parts[pr{h} + HD4] = vec4<f32>(m{h}, l{h}, 0.0, 0.0); }}")
         for name, at, held in slots:
             where = f"parts[pr{h} + {at}] = a{h}_{name}" if split else f"o[{qo} + {h}u * HD4 + {at}] = a{h}_{name} / l{h}"
             add(f"  if ({held}) {{ {where}; }}")

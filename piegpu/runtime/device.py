@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import DeviceError
 
 WANTED_FEATURES = ("shader-f16", "subgroup", "timestamp-query", "mappable-primary-buffers",
-                   "timestamp-query-inside-encoders", "timestamp-query-inside-passes")
+                   "timestamp-query-inside-encoders", "timestamp-query-inside-passes", "shader-int64")
 WANTED_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-storage-buffers-per-shader-stage",
                  "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
                  "max-compute-workgroup-size-x", "max-compute-workgroups-per-dimension", "max-bind-groups",
@@ -54,6 +54,16 @@ class Device:
         storage-buffer load; GPUs read storage buffers well and keep GGUF's layout.
         """
         return "llvmpipe" in self.name.lower()
+
+    @property
+    def wide_loads(self) -> bool:
+        """True where the 8-lane kernels read K and V of halves through 64-bit words (shader-int64 on lavapipe).
+
+        Mesa 22.3's llvmpipe turns a storage load into a loop over the lanes and the vector's components, so
+        a vec4 of 64-bit words moves 32 bytes a lane in the loop a vec4<u32> needs for 16: the decode
+        attention at context 2000 0.85x the time (model/kv_pages.py).
+        """
+        return bool(self.subgroup_lanes) and "shader-int64" in self.features
 
     @property
     def subgroup_lanes(self) -> int:

@@ -5,3 +5,4 @@
 
 fn k_at(i: u32) -> vec4<f32> { return kc[i]; }
 fn v_at(i: u32) -> vec4<f32> { return vc[i]; }
+fn v_touch(i: u32) -> u32 { return bitcast<u32>(vc[i].x); }  // a word of vec4 i (brings its line into cache)

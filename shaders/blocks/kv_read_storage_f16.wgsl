@@ -15,4 +15,9 @@ fn k_at(i: u32) -> vec4<f32> { return kv_one(kc[i / 2u], i); }
 fn v_at(i: u32) -> vec4<f32> { return kv_one(vc[i / 2u], i); }
 fn k_oct(t: u32) -> mat2x4<f32> { return kv_pair(kc[t]); }
 fn v_oct(t: u32) -> mat2x4<f32> { return kv_pair(vc[t]); }
-fn v_word(t: u32) -> u32 { return vc[t].x; }  // the first word of element t (a touch: brings its line into cache)
+fn k_hex(t: u32) -> mat4x4<f32> {  // vec4s 4t .. 4t + 3 (blocks/kv_read_storage_f16_u64.wgsl: one load)
+  let a = kv_pair(kc[2u * t]);
+  let b = kv_pair(kc[2u * t + 1u]);
+  return mat4x4<f32>(a[0], a[1], b[0], b[1]);
+}
+fn v_touch(i: u32) -> u32 { return vc[i / 2u].x; }  // a word of vec4 i (brings its line into cache)

@@ -11,3 +11,4 @@ fn v_at(i: u32) -> vec4<f32> { return kv_halves(vc[i]); }
 fn k_put(j: u32, v: vec4<f32>) { kc[j] = kv_pack(v); }
 fn v_put(j: u32, v: vec4<f32>) { vc[j] = kv_pack(v); }
 fn kv_round(v: vec4<f32>) -> vec4<f32> { return kv_halves(kv_pack(v)); }
+fn v_touch(i: u32) -> u32 { return vc[i].x; }  // a word of vec4 i (brings its line into cache)
