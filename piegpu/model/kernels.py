@@ -201,15 +201,11 @@ class Kernels:
         pool = self.gpu.kv
         params = self._attention_params(window)
         hg = lane_heads(params["GROUP"])
-        touch, sink = self._touch(7)
-        k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": len(seqs), "KC": 4, "VC": 5,
-                                                         "ATTEND": decode_lane_code(c.head_dim // 4, hg, True,
-                                                                                   touch=touch), **sink},
-                                {"KV_RW": pool.store.rw_snippet})
         uniform, tables = self._seqs(seqs)
         bufs = {0: qkv, 1: out, 2: uniform, 3: rope, 4: pool.keys[layer], 5: pool.values[layer], 6: tables}
-        if touch:
-            bufs[7] = pool.store.touch_sink
+        code, sink = self._lane_attend(hg, bufs, rope=True)
+        k = self.gpu.lib.kernel("rope_attention_lanes", {**params, "HG": hg, "SEQS": len(seqs), "KC": 4, "VC": 5,
+                                                         "ATTEND": code, **sink}, {"KV_RW": pool.store.rw_snippet})
         self.rec.dispatch(k, bufs, (c.num_attention_heads // hg, 1, len(seqs)), "attention")
 
     def _attention(self, seqs: list, layer: int, q, out, key: tuple | None = None, binds: dict | None = None,
@@ -233,12 +229,7 @@ class Kernels:
             if S > 1:
                 split["PARTS"] = "@group(0) @binding(6) var<storage, read_write> parts: array<vec4<f32>>;"
                 bufs[6] = parts
-            touch, sink = self._touch(7)
-            if touch:
-                bufs[7] = pool.store.touch_sink
-            octets = pool.store.read_octets and c.head_dim % 8 == 0
-            code = decode_lane_code(c.head_dim // 4, hg, split=S > 1, touch=touch, octets=octets,
-                                    hex_k=octets and pool.store.read_hex and c.head_dim % 16 == 0)
+            code, sink = self._lane_attend(hg, bufs, split=S > 1)
             k = self.gpu.lib.kernel("attention_decode_lanes", {**params, "HG": hg, **split, **sink, "ATTEND": code}, kv)
             heads //= hg
         else:
@@ -249,11 +240,16 @@ class Kernels:
         if S > 1:
             self._combine(parts, out, bufs[2], G, key, binds)
 
-    def _touch(self, binding: int) -> tuple:
-        """(vec4s a cache line the decode attention touches V rows by, {"SINK": the declaration of the word
-        those touches end in, at `binding`}): 0 and no sink for KV textures (shader_code.decode_lane_code)."""
-        step = self.gpu.kv.store.touch_step
-        return step, {"SINK": f"@group(0) @binding({binding}) var<storage, read_write> sink: atomic<u32>;" * bool(step)}
+    def _lane_attend(self, hg: int, bufs: dict, rope: bool = False, split: bool = False) -> tuple:
+        """(attend() of an 8-lane decode attention, {"SINK": its declaration}): K rows read 8 or 16 halves a load
+        where the pool's layout allows, V rows touched a cache line at a time where they are in storage buffers,
+        the touched words xored into the pool's sink word (bound at 7 in `bufs`; shader_code.decode_lane_code)."""
+        store, hd = self.gpu.kv.store, self.config.head_dim
+        octets, step = store.read_octets and hd % 8 == 0, store.touch_step
+        if step:
+            bufs[7] = store.touch_sink
+        code = decode_lane_code(hd // 4, hg, rope, split, octets, step, octets and store.read_hex and hd % 16 == 0)
+        return code, {"SINK": "@group(0) @binding(7) var<storage, read_write> sink: atomic<u32>;" * bool(step)}
 
     def _combine(self, parts, out, seqs_param, G: int, key: tuple | None, binds: dict | None) -> None:
         """attention_combine.wgsl: out = the merge of a split decode attention's partial softmaxes."""

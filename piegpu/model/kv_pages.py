@@ -57,7 +57,7 @@ class StoragePages:
         # the word the decode attention xors its touched V words into (so that the touches are not dropped)
         self.touch_sink = device.create_buffer(size=16, usage=wgpu.BufferUsage.STORAGE, label="kv-pool.touch-sink")
         self.read_snippet, self.write_snippet = snippets("storage", half, wide)
-        self.rw_snippet = "blocks/kv_rw_storage" + ("_f16" if half else "")  # read and written by one kernel
+        self.rw_snippet = "blocks/kv_rw_storage" + ("_f16" + "_u64" * wide if half else "")  # read + written by one kernel
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         size = rows * kr * self.value_bytes
         self.keys = [device.create_buffer(size=size, usage=use, label=f"kv-pool.k{i}") for i in range(layers)]

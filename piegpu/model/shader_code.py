@@ -183,8 +183,8 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     waits a block, 45% of the split attention's perf samples at context 2000); touched 8 rows a load, they wait
     once. The lanes xor the touched words into the atomic `sink` at the end, so the compiler keeps the loads.
     """
-    if rope and (split or octets):
-        raise ValueError("the rope form of the decode attention neither splits nor reads KV octets")
+    if rope and split:
+        raise ValueError("the rope form of the decode attention does not split")
     if octets and HD4 % 2 or hex_k and (not octets or HD4 % 4):
         raise ValueError(f"KV octets need heads of an even number of vec4s and k_hex octets and a multiple of 4, "
                          f"not {HD4}")
@@ -200,15 +200,15 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
     add_lines = []
     add = add_lines.append
 
-    def update(k: str, v: str, pad: str) -> None:  # the online softmax step of every head for one position
-        for h in range(HG):
+    def update(k: str, v: dict, pad: str) -> None:  # the online softmax step of every head for one position
+        for h in range(HG):  # (k: the lane's vec4s by part; v: by accumulator slot)
             add(f"{pad}let s{h} = subgroupAdd(" + " + ".join(f"dot(q{h}_{c}, {k.format(c=c)})" for c in parts) + ");")
             add(f"{pad}let n{h} = max(m{h}, s{h});")
             add(f"{pad}let c{h} = exp(m{h} - n{h});")
             add(f"{pad}let e{h} = exp(s{h} - n{h});")
             add(f"{pad}l{h} = l{h} * c{h} + e{h};")
-            for c in parts:
-                add(f"{pad}a{h}_{c} = a{h}_{c} * c{h} + e{h} * {v.format(c=c)};")
+            for name, _, _ in slots:
+                add(f"{pad}a{h}_{name} = a{h}_{name} * c{h} + e{h} * {v[name]};")
             add(f"{pad}m{h} = n{h};")
 
     if rope:
@@ -225,6 +225,12 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
             add(f"    k_put(at + {8 * c}u + lane, kn{c});")
             add(f"    v_put(at + {8 * c}u + lane, vn{c});")
             add("  }")
+        own_v = {str(c): f"vn{c}" for c in parts}
+        if octets:  # the token's V at the lane's accumulator slots
+            own_v = {}
+            for name, at, _ in slots:
+                add(f"  let vs{name} = kv_round(qkv[row + QR4 + KR4 + kvb + min({at}, HD4 - 1u)]);")
+                own_v[name] = f"vs{name}"
         qv = "rot(qkv[row + (head + {h}u) * HD4 + {i}], pos, {i})"
         qo = "tok * QR4 + head * HD4"
     else:
@@ -305,7 +311,7 @@ def decode_lane_code(HD4: int, HG: int, rope: bool = False, split: bool = False,
         add(f"  l{h} = subgroupAdd(l{h});")
     if rope:
         add("  {  // the token's own position")
-        update("kn{c}", "vn{c}", "    ")
+        update("kn{c}", own_v, "    ")
         add("  }")
     for h in range(HG):
         if split:  # part + h: this head's record of HD4 + 1 vec4s (output, then (max, sum))

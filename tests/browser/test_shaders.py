@@ -16,7 +16,8 @@ from tests.browser.model_capture import with_every_snippet
 PARTS = "@group(0) @binding(6) var<storage, read_write> parts: array<vec4<f32>>;"
 # Snippets that need wgpu's native shader-int64 (Tint has no 64-bit integers): Chromium compiles their kernels with
 # the 32-bit-word snippet that defines the same functions; the 64-bit ones run in every lavapipe test instead.
-NATIVE_ONLY = {"blocks/kv_read_storage_f16_u64": "blocks/kv_read_storage_f16"}
+NATIVE_ONLY = {"blocks/kv_read_storage_f16_u64": "blocks/kv_read_storage_f16",
+               "blocks/kv_rw_storage_f16_u64": "blocks/kv_rw_storage_f16"}
 SINK = "@group(0) @binding(7) var<storage, read_write> sink: atomic<u32>;"  # the decode attention's touched V words
 
 
@@ -54,9 +55,11 @@ def extra(config) -> list:
                 for S in ((1, 3) if octets else (3,))]
     # the fused RoPE + KV write + attention of batched decode passes with KV in buffers, f32 and halves
     # (lavapipe's pages are textures: rope_kv_seqs, then attention_decode_lanes)
+    rw = [("blocks/kv_rw_storage", 4, {}), ("blocks/kv_rw_storage_f16", 8, {"octets": True}),
+          ("blocks/kv_rw_storage_f16", 8, {"octets": True, "hex_k": True})]  # (K read 8 or 16 halves a load)
     out += [("rope_attention_lanes", {**common, "HG": hg, "SEQS": G, "KC": 4, "VC": 5, "SINK": SINK,
-                                      "ATTEND": decode_lane_code(hd4, hg, True, touch=touch)}, {"KV_RW": rw})
-            for G in (1, 3) for rw, touch in (("blocks/kv_rw_storage", 4), ("blocks/kv_rw_storage_f16", 8))]
+                                      "ATTEND": decode_lane_code(hd4, hg, True, touch=touch, **reads)}, {"KV_RW": sn})
+            for G in (1, 3) for sn, touch, reads in rw]
     out.append(("attention_combine", {"HD": config.head_dim, "HEADS": config.num_attention_heads, "SPLITS": 3,
                                       "SEQS": 1}, {}))
     if get_device().subgroup_lanes:  # the attention of CPU adapters without them (else captured)
