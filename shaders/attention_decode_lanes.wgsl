@@ -1,13 +1,13 @@
 // Causal grouped-query attention for the sequences of a decode pass on CPU adapters with
 // subgroups of 8 or more lanes: a workgroup of 8 invocations per (HG query heads of one KV
-// head, token, sequence), its lanes splitting the heads' vec4s (lane l: vec4s l, l + 8, ...)
-// and walking the positions together: each K and V vec4 is loaded once for the HG heads, and
-// a subgroupAdd per head and position gives the score. attention.wgsl splits
-// the positions over its threads instead, so each thread loads all of q and merges its
+// head, token, sequence), lane l holding vec4s l, l + 8, ... of each head's output; the positions
+// go in blocks of 8, one a lane, each K row scored by its lane against the HG heads and each V
+// row added by all lanes with the weights broadcast (model/shader_code.py decode_lane_code).
+// attention.wgsl splits the positions over its threads instead, so each thread loads all of q and merges its
 // partials through workgroup memory after a barrier: on lavapipe, where a storage load is a
 // loop over the lanes and a barrier switches every invocation, that fixed cost was most of
 // a short context's attention. The sequences share the layer's KV pages, each through its
-// page-table row (word seqs[i].z of `tables`); attend() is model/shader_code.py decode_lane_code.
+// page-table row (word seqs[i].z of `tables`). `sink` (with K and V in buffers) keeps the V touches.
 // With SPLITS > 1 (one token a sequence) grid y is the split, each workgroup walks one run of
 // the positions and leaves its partial softmax in `parts`; attention_combine.wgsl merges them.
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;   // [T][heads * HD]

@@ -4,11 +4,11 @@ load_model() stores K and V rounded to half precision (kv_dtype "f16", the defau
 two f16 (pack2x16float, round to nearest even) in storage buffers, a vec4 in two words, so that the decode attention
 reads eight values a 16-byte load (blocks/kv_read_storage_f16.wgsl k_oct) -- on lavapipe through 64-bit words,
 sixteen a load (Device.wide_loads, blocks/kv_read_storage_f16_u64.wgsl: alternated, the context-2000 decode
-attention 0.87x the time, context 1000 0.94x, a 128-token prefill's attention 0.86x, bit-equal logits). Halves stay in buffers on CPU
-adapters too: the default model's decode attention at context 2000 took 13.6 ms with them vs 17.9 with
-rgba32uint textures of eight halves a texel (lavapipe, medians of 6 alternated, 2026-12-05). Not rgba16float
-textures: lavapipe's stores into them round toward zero (half the values off by one ulp), which doubled the
-logits' error against a half-precision reference cache.
+attention 0.87x the time, context 1000 0.94x, a 128-token prefill's attention 0.86x, bit-equal logits).
+Halves stay in buffers on CPU adapters too: the default model's decode attention at context 2000 took 13.6 ms
+with them vs 17.9 with rgba32uint textures of eight halves a texel (lavapipe, medians of 6 alternated,
+2026-12-05). Not rgba16float textures: lavapipe's stores into them round toward zero (half the values off by one
+ulp), which doubled the logits' error against a half-precision reference cache.
 
 Both hold, per layer, K and V as pool rows of KR floats (row = page * page_tokens + position in the
 page). Kernels reach them through the WGSL of shaders/blocks/kv_{read,write}_{storage,texture}.wgsl
@@ -57,7 +57,7 @@ class StoragePages:
         # the word the decode attention xors its touched V words into (so that the touches are not dropped)
         self.touch_sink = device.create_buffer(size=16, usage=wgpu.BufferUsage.STORAGE, label="kv-pool.touch-sink")
         self.read_snippet, self.write_snippet = snippets("storage", half, wide)
-        self.rw_snippet = "blocks/kv_rw_storage" + ("_f16" + "_u64" * wide if half else "")  # read + written by one kernel
+        self.rw_snippet = "blocks/kv_rw_storage" + ("_f16" + "_u64" * wide if half else "")  # read + written at once
         use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         size = rows * kr * self.value_bytes
         self.keys = [device.create_buffer(size=size, usage=use, label=f"kv-pool.k{i}") for i in range(layers)]
