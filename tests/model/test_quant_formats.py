@@ -274,7 +274,9 @@ def test_shared_block_helpers_are_included_once_per_snippet():
                       ("q8_0_tex", {"blocks/texture_weights", "blocks/bytes"}),
                       ("q4_1_tex", {"blocks/texture_weights", "blocks/nibbles"})):
         src = shader_source(f"formats/{fmt}")
-        storage = set() if fmt.endswith("_tex") else {"blocks/storage_weights"}
+        # the weights' binding: textures, vec4s of words (K-quants: whole 16-byte units) or words
+        words = "blocks/storage_vec4s" if fmt.endswith("_k") else "blocks/storage_weights"
+        storage = set() if fmt.endswith("_tex") else {words}
         assert includes(f"formats/{fmt}") == want | storage and "//! include" not in src
         for fn in ("fn u32_at(", "fn nib4(", "fn nib_dot(", "fn hi4(", "fn sub_dm(", "fn ub4("):
             assert src.count(fn) <= 1, (fmt, fn)
