@@ -15,8 +15,11 @@ from piegpu.samplers.rows import RowParams, RowSampling, RowState
 from tests.helpers import tiny_config, tiny_model
 
 # (weights in textures on lavapipe as loaded, or in small storage chunks; K and V read through 64-bit words where
-# the adapter allows -- lavapipe -- or through 32-bit ones, as on an adapter without shader-int64)
-STORES = [(None, True), (1 << 20, True), (None, False)]
+# the adapter allows -- lavapipe -- or through 32-bit ones, as on an adapter without shader-int64; one KV head of
+# 32 dims, or two of 48 -- a second head's rows start mid-row, a K row is three 32-byte loads)
+TWO_KV_HEADS = {"hidden": 192, "heads": 4, "kv_heads": 2, "head_dim": 48}
+STORES = [(None, True, {}), (1 << 20, True, {}), (None, False, {}),
+          (None, True, TWO_KV_HEADS), (None, False, TWO_KV_HEADS)]
 
 
 def narrow_without(wide: bool, monkeypatch) -> None:
@@ -26,13 +29,13 @@ def narrow_without(wide: bool, monkeypatch) -> None:
         monkeypatch.setattr(Device, "wide_loads", property(lambda self: False))
 
 
-@pytest.mark.parametrize("max_binding,wide", STORES)
-def test_f16_kv_decode_matches_the_reference_with_a_half_precision_cache(gpu, max_binding, wide, monkeypatch):
+@pytest.mark.parametrize("max_binding,wide,shape", STORES)
+def test_f16_kv_decode_matches_the_reference_with_a_half_precision_cache(gpu, max_binding, wide, shape, monkeypatch):
     """Prefill, then decode past SPLIT_FROM (the split attention) across pages: logits match the reference whose
     cache rounds K and V to f16 (to nearest even), far closer than the f32-cache reference (the rounding is real,
     and it is numpy's)."""
     narrow_without(wide, monkeypatch)
-    model, ref = tiny_model(tiny_config(max_pos=512), seed=8, max_binding=max_binding, kv_dtype="f16")
+    model, ref = tiny_model(tiny_config(max_pos=512, **shape), seed=8, max_binding=max_binding, kv_dtype="f16")
     g = model.gpu
     assert not g.kv.textures and g.kv.store.read_octets  # (f32 pages are textures on lavapipe)
     assert g.kv.store.read_hex == (wide and g.dev.wide_loads)
@@ -63,12 +66,12 @@ def test_f16_kv_halves_the_bytes_a_page_and_doubles_the_pages_of_a_pool(gpu):
     assert b["pages_total"] + 1 == 2 * (a["pages_total"] + 1)
 
 
-@pytest.mark.parametrize("max_binding,wide", STORES)
-def test_f16_kv_batches_and_forks_give_each_sequence_its_own_tokens(gpu, max_binding, wide, monkeypatch):
+@pytest.mark.parametrize("max_binding,wide,shape", STORES)
+def test_f16_kv_batches_and_forks_give_each_sequence_its_own_tokens(gpu, max_binding, wide, shape, monkeypatch):
     """A batched decode (one dispatch for RoPE, KV write and attention on buffers) equals each prompt alone, and a
     fork (its partly filled last page copied) continues exactly as its original."""
     narrow_without(wide, monkeypatch)
-    model, _ = tiny_model(tiny_config(layers=2, vocab=300), seed=11, max_binding=max_binding, kv_dtype="f16")
+    model, _ = tiny_model(tiny_config(layers=2, vocab=300, **shape), seed=11, max_binding=max_binding, kv_dtype="f16")
     greedy = RowParams(0.0)
 
     def batch(prompts):
