@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import PieGpuError
 from ..model.kv_pool import DEFAULT_KV_DTYPE
 from ..samplers import NAMES as SAMPLER_NAMES
-from .common import int_at_least as _int_at_least
+from .common import add_context_arg, int_at_least as _int_at_least
 
 
 def _sampler_options(args) -> tuple:
@@ -121,7 +121,7 @@ def _sampler_program(args, value, options, constraint):
 def _cmd_generate(args) -> int:
     from ..textgen.model import load_model
     sampler, watermark, schema = _checked_options(args)  # fail before the model loads
-    model = load_model(args.model, verbose=True, kv_dtype=args.kv_dtype)
+    model = load_model(args.model, verbose=True, kv_dtype=args.kv_dtype, context=args.ctx)
     if args.speculative is not None:
         return _generate_speculative(model, args)
     t0 = time.perf_counter()
@@ -209,6 +209,7 @@ def add_parser(sub) -> None:
     g.add_argument("--seed", type=_int_at_least(0, 1 << 32), default=0)
     g.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    add_context_arg(g)
     g.add_argument("--kv-dtype", choices=["f32", "f16"], default=DEFAULT_KV_DTYPE,
                    help="how K and V are stored: f16 (default: half the bytes, rounded to half precision) or f32 "
                         "(exact)")

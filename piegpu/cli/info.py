@@ -32,13 +32,17 @@ def _kv_pool_line(d) -> None:
     """The default model's KV pool on this adapter: size, pages, page bytes, where the pages live."""
     from ..model.default import default_gguf_path
     from ..model.gguf_model import open_gguf_model
-    from ..model.kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, default_kv_mb, kv_bytes_per_position
+    from ..model.kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, default_kv_mb, kv_bytes_per_position, resolve_context
     try:
         c = open_gguf_model(default_gguf_path()).config
     except Exception as e:  # noqa: BLE001 -- info still reports the adapter
         print(f"KV pool: unknown (the default model could not be read: {e})")
         return
-    mb = default_kv_mb(c, d.is_cpu, DEFAULT_KV_DTYPE)
+    limit = d.limits.get("max-storage-buffer-binding-size", 128 << 20)
+    ctx = resolve_context(c, None, d.is_cpu, DEFAULT_KV_DTYPE, limit)
+    mb = default_kv_mb(c, d.is_cpu, DEFAULT_KV_DTYPE, ctx)
+    print(f"context of the default model: {ctx} positions by default of its {c.max_position_embeddings} "
+          "(load_model(context=N), piegpu generate/serve -c N)")
     per_page = kv_bytes_per_position(c, DEFAULT_KV_DTYPE) * PAGE_TOKENS
     print(f"KV pool of the default model: {mb} MiB by default (load_model(kv_mb=...), piegpu serve --kv-mb): "
           f"{mb * (1 << 20) // per_page} pages of {PAGE_TOKENS} positions, {per_page // 1024} KiB each "

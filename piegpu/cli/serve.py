@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model.kv_pool import DEFAULT_KV_DTYPE
-from .common import int_at_least
+from .common import add_context_arg, int_at_least
 
 
 def model_id(model, path: str | None) -> str:
@@ -84,7 +84,7 @@ def _cmd_serve(args) -> int:
                           "'piegpu[ray]') or drop them")
     from ..textgen.model import load_model
     from ..server import serve
-    model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype)
+    model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype, context=args.ctx)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
                  cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body, log_level="info" if args.verbose else "warning")
@@ -102,8 +102,7 @@ def add_parser(sub) -> None:
     s.add_argument("--max-queue", type=int_at_least(1), default=64,
                    help="requests queued or running before HTTP 429 (64)")
     s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/")
-    s.add_argument("--ctx", type=int_at_least(16), default=None,
-                   help="context per request: prompt + max_tokens (default: the model's)")
+    add_context_arg(s)
     s.add_argument("--kv-mb", type=_positive_megabytes, default=None, metavar="MB",
                    help="the KV page pool every sequence draws from, in MiB (default: two whole contexts, at most "
                         "1 GiB, an eighth of RAM on CPU adapters); requests wait while it is full")

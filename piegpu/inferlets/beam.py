@@ -91,9 +91,9 @@ async def abeam_search(model, prompt: str, width: int = 4, max_tokens: int = 32,
     if not ids:
         raise ValidationError("beam_search: the prompt is empty (no tokens). Fix: pass some text")
     n = len(ids) + max_tokens
-    if n > model.config.max_position_embeddings:
+    if n > model.context:
         raise ValidationError(f"beam_search: prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceed the "
-                              f"context of {model.config.max_position_embeddings}. Fix: fewer max_tokens")
+                              f"context of {model.context}. Fix: fewer max_tokens")
     first = model.session(model.working_set(n))
     await first.extend(ids[:-1])
     slots = [first.ws] + [first.ws.fork() for _ in range(width - 1)]

@@ -58,7 +58,7 @@ async def agenerate_cfg(model, prompt: str, negative: str = "", scale: float = 1
     uncond = tok.encode(model.chat_prompt(negative) if chat else negative).ids or [model.config.bos_token_id or 0]
     if not cond:
         raise ValidationError("generate_cfg: the prompt is empty (no tokens). Fix: pass some text")
-    limit = model.config.max_position_embeddings
+    limit = model.context
     if max(len(cond), len(uncond)) + max_tokens > limit:
         raise ValidationError(f"generate_cfg: prompt ({len(cond)} tokens) + max_tokens ({max_tokens}) exceed the "
                               f"context of {limit}. Fix: fewer max_tokens")

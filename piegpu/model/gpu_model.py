@@ -22,7 +22,7 @@ from .batch_plan import BatchPlan, build as build_batch_plan, reseat as reseat_p
 from .forward import forward
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
-from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, KvPool
+from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, KvPool, resolve_context
 from .reference import rope_tables
 from .rope import inv_freq
 from .shaders import ShaderLibrary
@@ -86,7 +86,8 @@ class GpuModel:
     """A model's weights on the device and the kernels of its forward pass."""
 
     def __init__(self, weights: ModelWeights, device=None, max_binding: int | None = None,
-                 kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE):
+                 kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE,
+                 context: int | None = None):
         from ..runtime.device import get_device
         self.dev = device or get_device()
         self.device = self.dev.device
@@ -101,6 +102,9 @@ class GpuModel:
             raise ModelError(f"hidden/intermediate size {widest // 4} needs {widest}-byte uniform bindings but this "
                              f"adapter allows {self.max_uniform}. Fix: a model with sizes up to "
                              f"{self.max_uniform // 4}, or an adapter with a larger max-uniform-buffer-binding-size")
+        # the longest sequence (load_model(context=...)); the pool is sized for it, not for the model's maximum
+        self.context = self.max_positions = resolve_context(
+            c, context, self.dev.is_cpu, kv_dtype, self.dev.limits.get("max-storage-buffer-binding-size", 128 << 20))
         textures = self.dev.texture_weights and max_binding is None  # (a test's small bindings: storage chunks)
         up = lambda m, label: upload(self.device, m, self.max_binding, label, textures)  # noqa: E731
         self.embed = up(weights.embed, "embed")
@@ -116,7 +120,6 @@ class GpuModel:
         # families with a step between the QKV projection and RoPE (bias, q/k norm) take the unfused path
         self.qk_prep = c.family.qkv_bias or c.family.qk_norm
         self.final_norm = self._vec(weights.final_norm, "final_norm")
-        self.max_positions = c.max_position_embeddings
         self._rope: dict = {}  # Rope -> (table buffer, positions)
         self._scratch: dict = {}
         self._token_bufs: dict = {}
@@ -124,7 +127,7 @@ class GpuModel:
         matrices = [m for L in self.layers for m in (L.qkv, L.o, L.gate_up, L.down)]
         matrices += [self.embed] + ([] if self.lm_head is self.embed else [self.lm_head])
         self.weight_bytes = sum(m.nbytes for m in matrices)
-        self.kv = KvPool(self, kv_mb, page_tokens, textures, kv_dtype)  # every working set's KV pages
+        self.kv = KvPool(self, kv_mb, page_tokens, textures, kv_dtype, self.context)  # every working set's KV pages
         self._working_sets = weakref.WeakSet()  # released with everything else
         self.closed = False
 
@@ -163,10 +166,10 @@ class GpuModel:
         if self.closed:
             raise ValidationError(MODEL_CLOSED)
         c = self.config
-        n = int(max_tokens or min(c.max_position_embeddings, 4096))
-        if not 1 <= n <= c.max_position_embeddings:
-            raise ValidationError(f"working_set(max_tokens={n}): must be 1..{c.max_position_embeddings} "
-                                  "(the model's max_position_embeddings)")
+        n = int(max_tokens or min(self.context, 4096))
+        if not 1 <= n <= self.context:
+            raise ValidationError(f"working_set(max_tokens={n}): must be 1..{self.context} (the model's context; "
+                                  "load_model(context=N) chooses it)")
         for i in range(c.num_hidden_layers):
             self.rope_table(n, i)
         ws = WorkingSet(self, n, self.kv.open_slot(n))
@@ -386,9 +389,9 @@ class GpuModel:
         if ids.size == 0:
             raise ValidationError("logits: no tokens. Fix: pass at least one token id")
         c = self.config
-        if ids.size > c.max_position_embeddings:
-            raise ValidationError(f"logits: {ids.size} tokens exceed the model's context of "
-                                  f"{c.max_position_embeddings}. Fix: score at most that many tokens per call")
+        if ids.size > self.context:
+            raise ValidationError(f"logits: {ids.size} tokens exceed the model's context of {self.context}. Fix: "
+                                  "score at most that many tokens per call, or load with a longer context=")
         per = max(1, min(MAX_PREFILL_TOKENS, self.max_binding // (c.vocab_size * 4)))
         ws = self.working_set(int(ids.size))
         try:

@@ -67,36 +67,93 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def default_kv_mb(config, is_cpu: bool, kv_dtype: str) -> int:
-    """The pool size when none is given: DEFAULT_CONTEXTS whole contexts, at most DEFAULT_MAX_MB MiB
-    (on CPU adapters, whose memory is the host's, at most an eighth of RAM), never below one context."""
-    one = -(-kv_bytes_per_position(config, kv_dtype) * (config.max_position_embeddings + 2 * PAGE_TOKENS)
-            // (1 << 20))
+DEFAULT_MIN_CONTEXT = 4096  # a default context below the model's is at least this (llama-server's and Ollama's)
+
+
+def kv_budget_mb(is_cpu: bool) -> int:
+    """The MiB a default pool may take: DEFAULT_MAX_MB, and on CPU adapters (memory = the host's) an eighth of RAM."""
     cap = DEFAULT_MAX_MB
     ram = _ram_bytes() if is_cpu else None
     if ram:
         cap = min(cap, ram // 8 >> 20)
-    return max(one, min(DEFAULT_CONTEXTS * one, cap))
+    return cap
 
 
-def pool_pages(config, kv_mb, page_tokens: int, is_cpu: bool, kv_dtype: str) -> tuple:
-    """(page_tokens, pages) of a pool of kv_mb MiB (None: default_kv_mb); ValidationError for a bad size,
-    page or dtype, or a pool that cannot hold one sequence of the model's whole context."""
+def binding_positions(config, kv_dtype: str, binding_limit: int) -> int:
+    """The most positions one layer's K (or V) store holds within one storage binding of `binding_limit` bytes."""
+    return binding_limit // (config.num_key_value_heads * config.head_dim * KV_DTYPES[kv_dtype])
+
+
+def check_context(context, model_context: int) -> int:
+    """A requested context as an int in 1..model_context (0: the model's own); ValidationError otherwise."""
+    if isinstance(context, bool) or not isinstance(context, int):
+        raise ValidationError(f"context={context!r}: the context is a whole number of positions. Fix: context=8192, "
+                              f"0 for the model's own ({model_context}), or leave it out for the default")
+    if context == 0:
+        return model_context
+    if not 1 <= context <= model_context:
+        raise ValidationError(f"context={context}: the model was trained for {model_context} positions, and a "
+                              f"context is 1..{model_context}. Fix: context <= {model_context} (0 = the model's "
+                              "own), or leave it out for the default")
+    return context
+
+
+def resolve_context(config, context, is_cpu: bool, kv_dtype: str, binding_limit: int) -> int:
+    """The context a model loads with: `context` checked (check_context), or by default the model's own where its KV
+    fits the default budget (kv_budget_mb) and one binding a layer, else the largest power of two that does (at least
+    DEFAULT_MIN_CONTEXT, never more than the model's), as llama-server -c and Ollama's num_ctx choose."""
+    model_context = config.max_position_embeddings
+    kv_dtype = check_kv_dtype(kv_dtype)
+    most = binding_positions(config, kv_dtype, binding_limit) - 2 * PAGE_TOKENS  # page 0 and a partly used page
+    if context is not None:
+        n = check_context(context, model_context)
+        if n > most:
+            raise ValidationError(f"context={n}: one layer's K positions of {kv_dtype} K and V would exceed this "
+                                  f"adapter's {binding_limit}-byte storage binding limit, which holds {most}. Fix: "
+                                  f"context <= {most}")
+        return n
+    budget = kv_budget_mb(is_cpu) << 20
+    fit = kv_bytes_per_position(config, kv_dtype)
+    if model_context * fit <= budget and model_context <= most:
+        return model_context
+    n = DEFAULT_MIN_CONTEXT
+    while 2 * n * fit <= budget and 2 * n <= most:
+        n *= 2
+    return max(1, min(n, model_context, most))
+
+
+def default_kv_mb(config, is_cpu: bool, kv_dtype: str, context: int | None = None) -> int:
+    """The pool size when none is given: DEFAULT_CONTEXTS sequences of `context` positions (None: the model's), at
+    most kv_budget_mb, never below one sequence of the context."""
+    context = config.max_position_embeddings if context is None else context
+    one = -(-kv_bytes_per_position(config, kv_dtype) * (context + 2 * PAGE_TOKENS) // (1 << 20))
+    return max(one, min(DEFAULT_CONTEXTS * one, kv_budget_mb(is_cpu)))
+
+
+def pool_pages(config, kv_mb, page_tokens: int, is_cpu: bool, kv_dtype: str, context: int | None = None,
+               binding_limit: int | None = None) -> tuple:
+    """(page_tokens, pages) of a pool of kv_mb MiB (None: default_kv_mb, within one binding a layer of
+    `binding_limit` bytes); ValidationError for a bad size, page or dtype, or a pool that cannot hold one sequence
+    of `context` positions (None: the model's)."""
     P = check_page_tokens(page_tokens)
     kv_dtype = check_kv_dtype(kv_dtype)
-    if kv_mb is None:
-        kv_mb = default_kv_mb(config, is_cpu, kv_dtype)
+    context = config.max_position_embeddings if context is None else context
+    default = kv_mb is None
+    if default:
+        kv_mb = default_kv_mb(config, is_cpu, kv_dtype, context)
     if isinstance(kv_mb, bool) or not isinstance(kv_mb, (int, float)) or not kv_mb > 0:
         raise ValidationError(f"kv_mb={kv_mb!r}: the KV pool size must be a number of MiB > 0. Fix: kv_mb=512, "
                               "or leave it out for the default")
     per_page = kv_bytes_per_position(config, kv_dtype) * P
     pages = int(kv_mb * (1 << 20)) // per_page
-    context = config.max_position_embeddings
+    if default and binding_limit:
+        pages = min(pages, binding_positions(config, kv_dtype, binding_limit) // P)
     need = -(-context // P) + 1  # one whole context, and page 0
     if pages < need:
         raise ValidationError(f"kv_mb={kv_mb}: a pool of {pages} pages of {P} positions cannot hold one sequence "
-                              f"of the model's context ({context} positions = {need - 1} pages, plus one). "
-                              f"Fix: kv_mb >= {-(-need * per_page // (1 << 20))}, or leave it out for the default")
+                              f"of the context ({context} positions = {need - 1} pages, plus one). "
+                              f"Fix: kv_mb >= {-(-need * per_page // (1 << 20))}, a shorter context (context=N, "
+                              "--ctx-size N), or leave kv_mb out for the default")
     return P, pages
 
 
@@ -104,17 +161,19 @@ class KvPool:
     """The KV pages of one model: per-layer K/V buffers, the page tables, free lists and reference counts."""
 
     def __init__(self, model, kv_mb: float | None = None, page_tokens: int = PAGE_TOKENS, textures: bool = False,
-                 kv_dtype: str = DEFAULT_KV_DTYPE):
+                 kv_dtype: str = DEFAULT_KV_DTYPE, context: int | None = None):
         import wgpu
         c = model.config
         self.device = model.device
-        self.page, self.pages_total = P, _ = pool_pages(c, kv_mb, page_tokens, model.dev.is_cpu, kv_dtype)
+        self.context = c.max_position_embeddings if context is None else context  # the longest sequence
+        limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
+        self.page, self.pages_total = P, _ = pool_pages(c, kv_mb, page_tokens, model.dev.is_cpu, kv_dtype,
+                                                        self.context, limit)
         self.dtype = kv_dtype
         half = kv_dtype == "f16"
         kr = c.num_key_value_heads * c.head_dim
         self.layer_page_bytes = P * kr * KV_DTYPES[kv_dtype]  # one layer's K (or V) of one page
         self.bytes_per_page = kv_bytes_per_position(c, kv_dtype) * P
-        self.context = c.max_position_embeddings
         self.max_pages = -(-self.context // P)  # a table row's page entries
         rows = self.pages_total * P
         tex_limit = model.dev.limits.get("max-texture-dimension-2d", MAX_TEXTURE)
@@ -124,7 +183,6 @@ class KvPool:
         if per_row and -(-rows // per_row) <= tex_limit:
             self.store = TexturePages(self.device, c.num_hidden_layers, rows, kr, P, per_row)
         else:
-            limit = model.dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
             if self.pages_total * self.layer_page_bytes > limit:
                 most = limit // self.layer_page_bytes * self.bytes_per_page >> 20
                 raise ValidationError(f"kv_mb={kv_mb}: one layer's K pages would exceed this adapter's "

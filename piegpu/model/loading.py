@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import ModelError
 from .config import LlamaConfig
 from .gpu_model import GpuModel
-from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, pool_pages
+from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, pool_pages, resolve_context
 from .weights import weights_from_gguf, weights_from_tensors
 from .tokenizer import load_chat_template, load_tokenizer
 
@@ -36,7 +36,8 @@ class LoadedParts:
 
 
 def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
-               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE) -> LoadedParts:
+               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE,
+               context: int | None = None) -> LoadedParts:
     """Read and upload the default model (None), a GGUF file (used in place), or a directory with
     config.json + safetensors."""
     from .default import DEFAULT_MODEL_NAME, default_gguf_path
@@ -74,9 +75,15 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
                            for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
         tensors = {k: _as_float(v) for k, v in tensors.items()}
         weights = weights_from_tensors(config, tensors, fmt)
-    pool_pages(config, kv_mb, page_tokens, False, kv_dtype)  # a bad pool size or dtype fails before the upload
-    _say(verbose, "uploading weights to the device")
-    gpu = GpuModel(weights, device, kv_mb=kv_mb, page_tokens=page_tokens, kv_dtype=kv_dtype)
+    from ..runtime.device import get_device
+    dev = device or get_device()
+    # a bad context, pool size or dtype fails before the upload
+    limit = dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
+    context = resolve_context(config, context, dev.is_cpu, kv_dtype, limit)
+    pool_pages(config, kv_mb, page_tokens, dev.is_cpu, kv_dtype, context, limit)
+    _say(verbose, f"uploading weights to the device (context {context} of the model's "
+                  f"{config.max_position_embeddings})")
+    gpu = GpuModel(weights, dev, kv_mb=kv_mb, page_tokens=page_tokens, kv_dtype=kv_dtype, context=context)
     _say(verbose, f"{source} ready on {gpu.dev.name} ({gpu.weight_bytes / 1e6:.0f} MB of weights, "
                   f"{time.perf_counter() - t0:.1f} s)")
     return LoadedParts(config, tokenizer, gpu, source, template)

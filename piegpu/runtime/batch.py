@@ -166,7 +166,7 @@ class Batch:
         if bad:
             raise ValidationError(f"{label}: token ids {bad[:5]} are outside the vocab [0, {vocab}). Fix: encode "
                                   "the prompt with this model's tokenizer")
-        limit = self.model.config.max_position_embeddings
+        limit = self.model.context
         if session is None:
             need = len(prompt) + max_tokens
             if len(prompt) > limit:

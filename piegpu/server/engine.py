@@ -35,7 +35,7 @@ class Engine:
                  cache_mb: float = 512.0, prefill_chunk: int = 128, window: int | None = None):
         self.model = model
         self.vocab = model.config.vocab_size
-        self.ctx = min(ctx or model.config.max_position_embeddings, model.config.max_position_embeddings)
+        self.ctx = min(ctx or model.context, model.context)
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.prefill_chunk = prefill_chunk
@@ -283,7 +283,7 @@ class Engine:
         """A session for job: a fresh working set holding the first n prompt tokens copied from `source`
         (another session), or else the longest prefix the prefix cache holds, or nothing."""
         need = min(self.ctx, len(job.prompt_ids) + job.max_tokens)
-        size = min(self.model.config.max_position_embeddings, -(-need // WS_ROUND) * WS_ROUND)
+        size = min(self.model.context, -(-need // WS_ROUND) * WS_ROUND)
         pages = []
         if source is None:
             pages, n = self.cache.take(job.prompt_ids)

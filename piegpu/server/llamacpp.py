@@ -294,6 +294,7 @@ class LlamaCpp:
         return {"default_generation_settings": {"id": 0, "id_task": -1, "n_ctx": self.engine.ctx,
                                                 "speculative": False, "is_processing": self.engine.load > 0,
                                                 "params": params, "prompt": ""},
+                "n_ctx_train": cfg.max_position_embeddings,
                 "total_slots": self.engine.max_batch, "model_alias": self.api.model_id,
                 "model_path": _model_path(self.model.source), "chat_template": self.model.chat_template or "",
                 "chat_template_caps": {}, "modalities": {"vision": False, "audio": False},

@@ -99,7 +99,7 @@ async def _shared_prefix(model, gens: list) -> list:
     for g in gens[1:]:
         g.stats.reused_tokens = common  # the first prompt's prefill of the common prefix, shared
     room = max(len(g.prompt_ids) + g.budget for g in gens)  # pages are taken as used, so room costs nothing
-    base = model.session(model.working_set(min(model.config.max_position_embeddings, room)))
+    base = model.session(model.working_set(min(model.context, room)))
     await base.extend(ids[0][:common])
     return [base] + [base.fork() for _ in gens[1:]]
 
@@ -148,7 +148,7 @@ class Samples:
         first = self.samples[0]
         ids = first.prompt_ids
         t0 = time.perf_counter()
-        base = self.model.session(self.model.working_set(min(self.model.config.max_position_embeddings,
+        base = self.model.session(self.model.working_set(min(self.model.context,
                                                               len(ids) + first.max_tokens + 1)))
         await base.extend(ids[:-1])
         sessions = [base] + [base.fork() for _ in range(self.n - 1)]

@@ -110,7 +110,7 @@ class Generation:
         self.prompt_ids = ids
         # With reuse_prefix the whole sequence must fit: it replaces what the working set holds.
         start = working_set.length if working_set is not None and not reuse_prefix else 0
-        limit = working_set.max_tokens if working_set is not None else model.config.max_position_embeddings
+        limit = working_set.max_tokens if working_set is not None else model.context
         if start + len(ids) > limit:
             raise ValidationError(f"generate: the prompt has {len(ids)} tokens but the context has room for "
                                   f"{limit - start}. Fix: a shorter prompt or a larger working set")
@@ -205,7 +205,7 @@ class Generation:
         self.start()
         model = self.model
         if self.ws is None:
-            need = min(model.config.max_position_embeddings, len(self.prompt_ids) + self.max_tokens + 1)
+            need = min(model.context, len(self.prompt_ids) + self.max_tokens + 1)
             self.ws = model.working_set(need)
             self._owns_ws = True
         sess = model.session(self.ws)

@@ -94,6 +94,11 @@ class Model:
                 pipe = self._default_pipeline
         return pipe
 
+    @property
+    def context(self) -> int:
+        """The longest sequence this model was loaded for (load_model(context=...)), in positions."""
+        return self.gpu.context
+
     def working_set(self, max_tokens: int | None = None):
         """The KV state of one sequence (up to max_tokens positions)."""
         self.check_open()
@@ -125,10 +130,10 @@ class Model:
             return working_set.session
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
             raise ValidationError(f"session(tokens={tokens!r}): pass a working set or tokens=N (an int >= 1)")
-        limit = self.config.max_position_embeddings
+        limit = self.context
         if tokens > limit:
             raise ValidationError(f"{tokens} tokens (prompt + max_tokens) exceed the model's context of {limit}. "
-                                  "Fix: a shorter prompt or fewer max_tokens")
+                                  "Fix: a shorter prompt or fewer max_tokens, or load with a longer context=")
         s = self._shared_session
         if s is None or s.ws.max_tokens < tokens:
             ws = self.working_set(min(limit, -(-tokens // SESSION_ROUND) * SESSION_ROUND))
@@ -210,14 +215,16 @@ class Model:
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
-               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE) -> Model:
+               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE, context: int | None = None) -> Model:
     """Load the default model (None), a GGUF file, or a directory with config.json + safetensors.
 
-    kv_mb sizes the KV page pool every sequence draws from (None: two whole contexts, at most 1 GiB,
+    context is the longest sequence (prompt + generated tokens; llama.cpp's -c): None picks the model's own where its
+    KV fits the default budget (1 GiB, an eighth of RAM on CPU adapters), else the largest power of two that does
+    (at least 4096); 0 is the model's own; `model.context` says what was chosen. kv_mb sizes the KV page pool every sequence draws from (None: two whole contexts, at most 1 GiB,
     and an eighth of RAM on CPU adapters); page_tokens is the positions a page holds; kv_dtype "f16"
     (the default) stores K and V rounded to half precision (half the bytes a position: twice the positions in
     kv_mb), "f32" keeps them exact.
     """
     p = load_parts(name_or_path, verbose=verbose, device=device, kv_mb=kv_mb, page_tokens=page_tokens,
-                   kv_dtype=kv_dtype)
+                   kv_dtype=kv_dtype, context=context)
     return Model(p.config, p.tokenizer, p.gpu, p.source, p.chat_template)

@@ -104,7 +104,7 @@ def test_bad_pool_arguments(default_model):
     for bad in (0, -5, True, "512"):
         with pytest.raises(ValidationError, match="kv_mb"):
             pool_pages(c, bad, 16, True, "f16")
-    with pytest.raises(ValidationError, match="cannot hold one sequence of the model's context"):
+    with pytest.raises(ValidationError, match="cannot hold one sequence of the context"):
         pool_pages(c, 8, 16, True, "f16")
     P, pages = pool_pages(c, None, 16, True, "f16")
     assert pages * P >= c.max_position_embeddings

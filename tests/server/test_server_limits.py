@@ -92,13 +92,19 @@ def test_openapi_schema_is_served(server):
 
 
 def test_limits_auth_queue_and_body_size(default_model):
-    """--api-key (401), --max-queue (429 + Retry-After while full) and the body size limit (413)."""
-    s = ServerProcess("--api-key", "sekret", "--max-queue", "1", "--ctx", "512", "--max-body", "8192")
+    """--api-key (401), --max-queue (429 + Retry-After while full), the body size limit (413), and -c (the model's
+    context: /props reports it, a longer prompt is a 400 naming it)."""
+    s = ServerProcess("--api-key", "sekret", "--max-queue", "1", "-c", "512", "--max-body", "8192")
     try:
         status, err, *_ = post(s, CHAT, chat())
         assert status == 401 and err["error"]["code"] == "invalid_api_key"
         auth = {"Authorization": "Bearer sekret"}
         assert post(s, CHAT, chat(), auth)[0] == 200
+        with urllib.request.urlopen(urllib.request.Request(s.base + "/props", headers=auth), timeout=30) as r:
+            props = json.loads(r.read())
+        assert props["default_generation_settings"]["n_ctx"] == 512 and props["n_ctx_train"] == 8192
+        status, err, *_ = post(s, CHAT, chat(content="hello " * 600, max_tokens=8), auth)
+        assert status == 400 and err["error"]["code"] == "context_length_exceeded" and "512" in err["error"]["message"]
         done: list = []
         long = threading.Thread(target=lambda: done.append(post(s, CHAT, chat("Tell a long story.", max_tokens=300),
                                                                 auth)))

@@ -102,7 +102,7 @@ class PiegpuReplica:
         from .. import build_app, served_model_id
         from ..engine import Engine
         from ..grammar import Constraints
-        self.model = load_model(model_path, verbose=False, kv_mb=kv_mb, kv_dtype=kv_dtype)
+        self.model = load_model(model_path, verbose=False, kv_mb=kv_mb, kv_dtype=kv_dtype, context=ctx)
         with _asyncio_policy():
             self.engine = Engine(self.model, max_batch=max_batch, max_queue=max_queue, ctx=ctx, cache_mb=cache_mb,
                                  window=window)
