@@ -143,22 +143,150 @@ def interleave_rows(a: HostMatrix, b: HostMatrix, what: str) -> HostMatrix:
     return HostMatrix(a.fmt, 2 * a.rows, a.cols, data)
 
 
+def _nibbles_q4_1_order(q: np.ndarray) -> np.ndarray:
+    """4-bit values [n, 32] (one 32-weight block a row) as Q4_1's 16 bytes a block in words [n, 4]: weight j the
+    low nibble of byte j for j < 16, the high nibble of byte j - 16 otherwise."""
+    q = q.astype(np.uint8)
+    return np.ascontiguousarray(q[:, :16] | (q[:, 16:] << 4)).view(np.uint32)
+
+
+def _bits(v: np.ndarray, width: int) -> np.ndarray:
+    """Fields of `width` bits [..., k] packed into one uint32 [...]: field i at bit width * i."""
+    shifts = np.arange(v.shape[-1], dtype=np.uint32) * width
+    return np.bitwise_or.reduce(v.astype(np.uint32) << shifts, axis=-1)
+
+
+def _f32_words(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, np.float32).view(np.uint32)
+
+
 def _q4_1_texels(blocks: np.ndarray) -> tuple:
     """Q4_1 blocks (uint8 [n, 20]) as (quants [n, 4], scales [n]) words: (d, m) stays one f16 pair."""
     words = np.ascontiguousarray(blocks).view(np.uint32)
-    return words[:, 1:5], words[:, 0]
+    return words[:, 1:5], words[:, 0], None
+
+
+def _q4_0_texels(blocks: np.ndarray) -> tuple | None:
+    """Q4_0 blocks (uint8 [n, 18]) as Q4_1's texels: d (q - 8) = d q + m with m = -8 d, exact in f16 (None where 8 d
+    would overflow f16: the blocks stay in the storage layout)."""
+    d = np.ascontiguousarray(blocks[:, :2]).view(np.float16).reshape(-1)
+    m = (d.astype(np.float32) * -8.0).astype(np.float16)
+    if not np.isfinite(m).all():
+        return None
+    quants = np.ascontiguousarray(blocks[:, 2:]).view(np.uint32).reshape(-1, 4)
+    return quants, d.view(np.uint16).astype(np.uint32) | (m.view(np.uint16).astype(np.uint32) << 16), None
 
 
 def _q8_0_texels(blocks: np.ndarray) -> tuple:
     """Q8_0 blocks (uint8 [n, 34]) as (quants [2 n, 4], scales [n]) words: d widened to f32 (exact)."""
     quants = np.ascontiguousarray(blocks[:, 2:]).view(np.uint32).reshape(-1, 4)
     d = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32).view(np.uint32)
-    return quants, d.reshape(-1)
+    return quants, d.reshape(-1), None
 
 
-# shader format -> (texture format, texels a block, the repack of uint8 [blocks, block bytes])
-TEXTURE_FORMATS = {"q4_1": ("q4_1_tex", 1, _q4_1_texels), "q8_0": ("q8_0_tex", 2, _q8_0_texels)}
-TEXTURE_TEXELS = {tex: per_block for tex, per_block, _ in TEXTURE_FORMATS.values()}  # shader format -> texels a block
+def _k_scales(blocks: np.ndarray) -> tuple:
+    """(d, dmin) f16 words [n] and the 6-bit (scale, min) bytes [n, 8] of Q4_K / Q5_K super-blocks (gguf's unpacking)."""
+    from gguf.quants import Q4_K
+    sc, m = Q4_K.get_scale_min(np.ascontiguousarray(blocks[:, 4:16]))
+    return np.ascontiguousarray(blocks[:, :4]).view(np.uint32).reshape(-1), sc.reshape(-1, 8), m.reshape(-1, 8)
+
+
+def _k_nibbles(qs: np.ndarray) -> np.ndarray:
+    """A Q4_K / Q5_K super-block's 128 bytes of nibbles [n, 128] as 4-bit values [n * 8, 32], sub-block by sub-block
+    (sub-blocks 2c and 2c + 1: the low and high nibbles of bytes 32 c .. 32 c + 31)."""
+    qs = qs.reshape(-1, 4, 1, 32)
+    return ((qs >> np.array([0, 4], np.uint8).reshape(1, 1, 2, 1)) & 15).reshape(-1, 32)
+
+
+def _q4_k_texels(blocks: np.ndarray) -> tuple:
+    """Q4_K super-blocks (uint8 [n, 144]) as (quants [8 n, 4]: each 32-weight sub-block's nibbles in Q4_1's order,
+    scales [8 n]: its 6-bit scale and min as bytes 0 and 1 of a word, supers [n]: the f16 (d, dmin) pair)."""
+    dd, sc, m = _k_scales(blocks)
+    quants = _nibbles_q4_1_order(_k_nibbles(blocks[:, 16:]))
+    return quants, (sc.astype(np.uint32) | (m.astype(np.uint32) << 8)).reshape(-1), dd
+
+
+def _q5_texels(nibbles: np.ndarray, high: np.ndarray, d: np.ndarray, m: np.ndarray) -> tuple:
+    """32-weight blocks of 5-bit values q = nibble + 16 high (weight d q + m) as two texels a block: the nibbles in
+    Q4_1's order, then (the 32 high bits, f32 d, f32 m, 0)."""
+    t0 = _nibbles_q4_1_order(nibbles)
+    t1 = np.stack([_bits(high, 1), _f32_words(d), _f32_words(m), np.zeros(len(d), np.uint32)], axis=1)
+    return np.stack([t0, t1], axis=1).reshape(-1, 4), None, None
+
+
+def _q5_0_texels(blocks: np.ndarray) -> tuple:
+    """Q5_0 blocks (uint8 [n, 22]: f16 d, 32 high bits, nibbles) as q5_tex: d (q - 16) = d q + m, m = -16 d (exact)."""
+    d = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32).reshape(-1)
+    qh = np.ascontiguousarray(blocks[:, 2:6]).view(np.uint32).reshape(-1)
+    qs = blocks[:, 6:22]
+    nib = np.concatenate([qs & 15, qs >> 4], axis=1)
+    return _q5_texels(nib, (qh[:, None] >> np.arange(32, dtype=np.uint32)) & 1, d, -16.0 * d)
+
+
+def _q5_1_texels(blocks: np.ndarray) -> tuple:
+    """Q5_1 blocks (uint8 [n, 24]: f16 d, f16 m, 32 high bits, nibbles) as q5_tex (d and m widened to f32: exact)."""
+    dm = np.ascontiguousarray(blocks[:, :4]).view(np.float16).astype(np.float32).reshape(-1, 2)
+    qh = np.ascontiguousarray(blocks[:, 4:8]).view(np.uint32).reshape(-1)
+    qs = blocks[:, 8:24]
+    nib = np.concatenate([qs & 15, qs >> 4], axis=1)
+    return _q5_texels(nib, (qh[:, None] >> np.arange(32, dtype=np.uint32)) & 1, dm[:, 0], dm[:, 1])
+
+
+def _q5_k_texels(blocks: np.ndarray) -> tuple:
+    """Q5_K super-blocks (uint8 [n, 176]) as q5_tex, a sub-block a block: d sc and -dmin m as f32 (exact products)."""
+    dd, sc, m = _k_scales(blocks)
+    dmin = np.ascontiguousarray(blocks[:, :4]).view(np.float16).astype(np.float32).reshape(-1, 2)
+    qh = blocks[:, 16:48]  # bit s of byte i: weight i of sub-block s
+    high = ((qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1).reshape(-1, 32)
+    d = (dmin[:, :1] * sc.astype(np.float32)).reshape(-1)
+    mins = -(dmin[:, 1:] * m.astype(np.float32)).reshape(-1)
+    return _q5_texels(_k_nibbles(blocks[:, 48:]), high, d, mins)
+
+
+def _q6_k_texels(blocks: np.ndarray) -> tuple:
+    """Q6_K super-blocks (uint8 [n, 210]) as two texels a 32-weight sub-block: the low nibbles in Q4_1's order, then
+    (the 2-bit highs of weights 0..15, of 16..31, f32 d sc of weights 0..15, of 16..31: exact products)."""
+    n = blocks.shape[0]
+    s = np.arange(8)[:, None]
+    i = np.arange(32)[None, :]
+    ql = blocks[:, :128][:, 64 * (s // 4) + 32 * (s % 2) + i]  # [n, 8, 32]
+    nib = (ql >> (4 * ((s // 2) % 2)).astype(np.uint8)) & 15
+    high = (blocks[:, 128:192][:, 32 * (s // 4) + i] >> (2 * (s % 4)).astype(np.uint8)) & 3
+    d = np.ascontiguousarray(blocks[:, 208:210]).view(np.float16).astype(np.float32)  # [n, 1]
+    dsc = (d * np.ascontiguousarray(blocks[:, 192:208]).view(np.int8).astype(np.float32)).reshape(n * 8, 2)
+    t0 = _nibbles_q4_1_order(nib.reshape(-1, 32))
+    h = high.reshape(-1, 2, 16)
+    t1 = np.stack([_bits(h[:, 0], 2), _bits(h[:, 1], 2), _f32_words(dsc[:, 0]), _f32_words(dsc[:, 1])], axis=1)
+    return np.stack([t0, t1], axis=1).reshape(-1, 4), None, None
+
+
+@dataclass(frozen=True)
+class TextureFormat:
+    """How a GGUF type is laid out in textures on CPU adapters (TextureWeights) and read (shaders/formats/<name>)."""
+
+    name: str  # the shader format
+    texels: int  # quant texels a 32-weight block
+    repack: object  # uint8 [GGUF blocks, block bytes] -> (quants [*, 4], per-block scale words | None,
+    #                 per-super-block words | None), or None where the values cannot be laid out exactly
+    tile_texels: int  # texels the matmul tile fetches once per block for block_q_t (0: it calls block_q)
+    four_rows: bool  # scale words of four rows in one texel (block_scales4), else each block's in its own texels
+
+
+# GGUF storage format -> its texture layout. Every value is the one gguf's dequantization gives (test_quant_formats):
+# the scales are moved, widened to f32 or multiplied out as exact f32 products, never rounded.
+TEXTURE_FORMATS = {
+    "q4_1": TextureFormat("q4_1_tex", 1, _q4_1_texels, 1, True),
+    "q4_0": TextureFormat("q4_1_tex", 1, _q4_0_texels, 1, True),
+    "q8_0": TextureFormat("q8_0_tex", 2, _q8_0_texels, 2, True),
+    "q4_k": TextureFormat("q4_k_tex", 1, _q4_k_texels, 1, True),
+    "q5_0": TextureFormat("q5_tex", 2, _q5_0_texels, 0, False),
+    "q5_1": TextureFormat("q5_tex", 2, _q5_1_texels, 0, False),
+    "q5_k": TextureFormat("q5_tex", 2, _q5_k_texels, 0, False),
+    "q6_k": TextureFormat("q6_k_tex", 2, _q6_k_texels, 0, False),
+}
+# shader format -> texels the matmul tile fetches a block (TEXTURE_TEXELS) / whether scales come four rows a texel
+TEXTURE_TEXELS = {t.name: t.tile_texels for t in TEXTURE_FORMATS.values()}
+FOUR_ROW_FORMATS = frozenset(t.name for t in TEXTURE_FORMATS.values() if t.four_rows)
 
 
 @dataclass
@@ -166,12 +294,14 @@ class TextureWeights:
     """A row chunk of a matrix as two rgba32uint textures: quants, and scales four rows a texel."""
 
     quants: object  # wgpu texture views
-    scales: object
-    size: int  # device bytes of both
+    scales: object | None  # four rows' scale words of a block a texel (None: the blocks' own texels hold them)
+    size: int  # device bytes of all
+    supers: object | None = None  # four rows' words of a super-block a texel (q4_k_tex's d and dmin)
 
     def bindings(self) -> dict:
-        """{binding: view} as shaders/blocks/texture_weights.wgsl declares them."""
-        return {0: self.quants, 15: self.scales}
+        """{binding: view} as shaders/blocks/texture_*.wgsl declare them."""
+        views = {0: self.quants, 15: self.scales, 16: self.supers}
+        return {k: v for k, v in views.items() if v is not None}
 
 
 def _scale_texels(scales: np.ndarray, rows: int) -> np.ndarray:
@@ -205,14 +335,13 @@ class GpuMatrix:
 def upload(device, m, max_binding_bytes: int, label: str, textures: bool = False) -> GpuMatrix:
     """Upload a HostMatrix or RowParts in row chunks no larger than one storage binding.
 
-    textures: Q4_1 and Q8_0 parts go up as TextureWeights (Device.texture_weights says where that pays).
+    textures: parts of a type in TEXTURE_FORMATS go up as TextureWeights (Device.texture_weights says where that
+    pays), repacked into their texture layout.
     """
     g = GpuMatrix(m.fmt, m.rows, m.cols)
     row0 = 0
     for part in (m.parts if isinstance(m, RowParts) else [m]):
-        if textures and part.fmt in TEXTURE_FORMATS:
-            _upload_textures(device, part, label, g, row0)
-        else:
+        if not (textures and part.fmt in TEXTURE_FORMATS and _upload_textures(device, part, label, g, row0)):
             _upload_part(device, part, max_binding_bytes, label, g, row0)
         row0 += part.rows
     return g
@@ -231,17 +360,30 @@ def _texture(device, texels: np.ndarray, label: str):
     return tex.create_view(), padded.nbytes
 
 
-def _upload_textures(device, m: HostMatrix, label: str, g: GpuMatrix, first: int) -> None:
-    fmt, per_block, texels = TEXTURE_FORMATS[m.fmt]
-    _, block_bytes, block_elems = GGML_FORMATS[FORMAT_GGML[m.fmt]]
-    row_texels = m.cols // block_elems * per_block
+def _upload_textures(device, m: HostMatrix, label: str, g: GpuMatrix, first: int) -> bool:
+    """Upload m's rows as TextureWeights chunks; False (nothing uploaded) where its values have no exact texture
+    layout (the storage layout then)."""
+    tf = TEXTURE_FORMATS[m.fmt]
+    _, block_bytes, _ = GGML_FORMATS[FORMAT_GGML[m.fmt]]
+    row_texels = m.cols // 32 * tf.texels
     per_chunk = max(ROW_ALIGN, TEXEL_ROW * TEXTURE_ROWS // row_texels // ROW_ALIGN * ROW_ALIGN)
+    chunks = []
     for r0 in range(0, m.rows, per_chunk):
         n = min(per_chunk, m.rows - r0)
-        quants, scales = texels(np.ascontiguousarray(m.data[r0: r0 + n]).reshape(-1, block_bytes))
-        qv, qbytes = _texture(device, quants, f"{label}[{first + r0}:].quants")
-        sv, sbytes = _texture(device, _scale_texels(scales, n), f"{label}[{first + r0}:].scales")
-        g.chunks.append((TextureWeights(qv, sv, qbytes + sbytes), first + r0, n, fmt))
+        packed = tf.repack(np.ascontiguousarray(m.data[r0: r0 + n]).reshape(-1, block_bytes))
+        if packed is None:
+            return False
+        quants, scales, supers = packed
+        where = f"{label}[{first + r0}:]"
+        qv, size = _texture(device, quants, f"{where}.quants")
+        views = []
+        for words, what in ((scales, "scales"), (supers, "supers")):
+            view, nbytes = (None, 0) if words is None else _texture(device, _scale_texels(words, n), f"{where}.{what}")
+            views.append(view)
+            size += nbytes
+        chunks.append((TextureWeights(qv, views[0], size, views[1]), first + r0, n, tf.name))
+    g.chunks.extend(chunks)
+    return True
 
 
 def _upload_part(device, m: HostMatrix, max_binding_bytes: int, label: str, g: GpuMatrix, first: int) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .gpu_weights import FOUR_ROW_FORMATS
+
 
 SUM_TOKENS = 8  # tokens whose dot products with a row's vec4 the matmul tile takes together (tile_code)
 
@@ -82,7 +84,7 @@ def tile_code(R: int, TB: int, lanes: int = 0, four: bool = False, norm: bool = 
         if four:  # one scale fetch for rows rr .. rr + 3
             if rr % 4 == 0:
                 add(f"  let sw{rr} = block_scales4(r0 + {rr}u, b);")
-            add(f"  let dm{rr} = dm_of(sw{rr - rr % 4}.{'xyzw'[rr % 4]});")
+            add(f"  let dm{rr} = dm_of4(sw{rr - rr % 4}, r0 + {rr - rr % 4}u, b, {rr % 4}u);")
         else:
             add(f"  let dm{rr} = block_dm(wb{rr});")
         for k in range(texels):
@@ -345,7 +347,7 @@ def four_rows(fmt: str, R: int, rows: int) -> bool:
     one fetch instead of four (a 1-channel fetch is a hardware gather on lavapipe, slower than a
     4-channel one). Needs invocations that start on a multiple of 4 rows.
     """
-    return fmt.endswith("_tex") and R % 4 == 0 and rows % 4 == 0
+    return fmt in FOUR_ROW_FORMATS and R % 4 == 0 and rows % 4 == 0
 
 
 @lru_cache(maxsize=None)
@@ -370,7 +372,7 @@ def matvec_rows(R: int, four: bool, per_call: int = 2) -> dict:
             continue
         if rr % 4 == 0:  # one scale fetch for rows rr .. rr + 3
             dots.append(f"    let sw{rr} = block_scales4(r0 + {rr}u, b);")
-        dots.append(f"    acc{rr} += block_dot_dm({wb}, dm_of(sw{rr - rr % 4}.{'xyzw'[rr % 4]}), {args});")
+        dots.append(f"    acc{rr} += block_dot_dm({wb}, dm_of4(sw{rr - rr % 4}, r0 + {rr - rr % 4}u, b, {rr % 4}u), {args});")
     out = ["    " + call for call in epilogue_calls(R, "0u", [f"acc{rr}" for rr in range(R)], per_call)]
     return {"ACC": "\n".join(f"  var acc{rr} = 0.0;" for rr in range(R)), "ROW_DOTS": "\n".join(dots),
             "ROWS_OUT": "\n".join(out)}

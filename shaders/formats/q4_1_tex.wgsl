@@ -1,14 +1,15 @@
 // Weight format Q4_1 (GGML) in textures (blocks/texture_weights): block wb's 4 words of nibbles
 // are texel wb of wq, its (d, m) f16 pair the block's scale word. Weight j of the block is d * q_j + m,
 // q_j the low nibble of byte j for j < 16 and the high nibble of byte j - 16 otherwise -- the
-// values of formats/q4_1.wgsl (GGUF's bytes, moved, not converted).
+// values of formats/q4_1.wgsl (GGUF's bytes, moved, not converted). Q4_0 takes this layout too
+// (gpu_weights._q4_0_texels: d (q - 8) = d q + m with m = -8 d, exact in f16).
 //! include blocks/texture_weights
 const WB: u32 = 1u;
 
 //! include blocks/nibbles
 
 // (d, m) of a scale word: weight = d q + m.
-fn dm_of(word: u32) -> vec2<f32> {
+fn dm_at(word: u32, row: u32, b: u32) -> vec2<f32> {
   return unpack2x16float(word);
 }
 
@@ -16,11 +17,6 @@ fn dm_of(word: u32) -> vec2<f32> {
 fn block_dot_dm(wb: u32, dm: vec2<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
                 x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
   return dm.x * nib_dot(q_texel(wb), x0, x1, x2, x3, x4, x5, x6, x7) + dm.y * xsum;
-}
-
-fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
-  return block_dot_dm(wb, dm_of(scale_word(wb)), x0, x1, x2, x3, x4, x5, x6, x7, xsum);
 }
 
 // Weights 4j .. 4j + 3 of one block as f32 (embedding rows), as gguf computes them: d * q + m.
@@ -33,8 +29,4 @@ fn block_decode(wb: u32, j: u32) -> vec4<f32> {
 // the 8 vec4s: model/shader_code.py tile_code), and (d, m).
 fn block_q_t(t: vec4<u32>, j: u32) -> vec4<f32> {
   return nib4(t[j % 4u], select(0u, 4u, j >= 4u));
-}
-
-fn block_dm(wb: u32) -> vec2<f32> {
-  return dm_of(scale_word(wb));
 }

@@ -8,7 +8,7 @@ const WB: u32 = 2u;
 //! include blocks/bytes
 
 // (d, m) of a scale word: weight = d (q + 128) + m, m = -128 d.
-fn dm_of(word: u32) -> vec2<f32> {
+fn dm_at(word: u32, row: u32, b: u32) -> vec2<f32> {
   let d = bitcast<f32>(word);
   return vec2<f32>(d, -128.0 * d);
 }
@@ -22,11 +22,6 @@ fn block_dot_dm(wb: u32, dm: vec2<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f
   return dm.x * (s.x + s.y + s.z + s.w) + dm.y * xsum;
 }
 
-fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-             x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
-  return block_dot_dm(wb, dm_of(scale_word(wb)), x0, x1, x2, x3, x4, x5, x6, x7, xsum);
-}
-
 fn block_decode(wb: u32, j: u32) -> vec4<f32> {
   return bitcast<f32>(scale_word(wb)) * (ub4(q_texel(wb + j / 4u)[j % 4u] ^ 0x80808080u) - 128.0);
 }
@@ -36,8 +31,4 @@ fn block_decode(wb: u32, j: u32) -> vec4<f32> {
 // and (d, m) with weight = d * (q + 128) + m, m = -128 d.
 fn block_q_t(t: vec4<u32>, j: u32) -> vec4<f32> {
   return ub4(t[j % 4u] ^ 0x80808080u);
-}
-
-fn block_dm(wb: u32) -> vec2<f32> {
-  return dm_of(scale_word(wb));
 }
