@@ -47,14 +47,15 @@ def random_rows(gtype: str, rows: int, cols: int, rng) -> np.ndarray:
 class MatvecBench:
     """One matrix on the device and the dispatch of its decode matvec, as load_model's kernels record it."""
 
-    def __init__(self, dev, gtype: str, rows: int, cols: int, rng):
+    def __init__(self, dev, gtype: str, rows: int, cols: int, rng, textures: bool | None = None):
         import wgpu
         self.dev, self.gtype = dev, gtype
         d = dev.device
         data = random_rows(gtype, rows, cols, rng)
         self.bytes = data.nbytes
         limit = dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
-        m = upload(d, pack_ggml(gtype, data, cols, gtype), limit, gtype, dev.texture_weights)
+        textures = dev.texture_weights if textures is None else textures
+        m = upload(d, pack_ggml(gtype, data, cols, gtype), limit, gtype, textures)
         shell = Kernels.__new__(Kernels)
         shell.gpu = type("G", (), {"dev": dev})()
         lib = ShaderLibrary(d)
@@ -95,23 +96,27 @@ def main() -> None:
     ap.add_argument("--shape", default="8192x2048", help="rows x cols (8192x2048: Llama-3.2-1B's gate/up halves)")
     ap.add_argument("--types", default=",".join(DEFAULT_TYPES))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--storage", action="store_true",
+                    help="also time each type in its GGUF storage layout (read in place: what GPU adapters use)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows, cols = map(int, args.shape.lower().split("x"))
     dev = get_device()
     rng = np.random.default_rng(0)
-    benches = [MatvecBench(dev, t, rows, cols, rng) for t in args.types.split(",")]
+    types = args.types.split(",")
+    benches = [MatvecBench(dev, t, rows, cols, rng) for t in types]
+    if args.storage and dev.texture_weights:
+        benches += [MatvecBench(dev, t, rows, cols, rng, textures=False) for t in types]
     for b in benches:
         b.time(2)  # compile and warm
-    times: dict = {b.gtype: [] for b in benches}
+    times: list = [[] for _ in benches]
     for _ in range(args.rounds):
-        for b in benches:
-            times[b.gtype].append(b.time())
-    med = {t: statistics.median(v) for t, v in times.items()}
-    base = med.get("Q8_0")
-    rows_out = [{"type": b.gtype, "layout": b.fmt, "ms": round(med[b.gtype], 3),
-                 "vs_q8_0": round(med[b.gtype] / base, 2) if base else None,
-                 "gb_s": round(b.bytes / med[b.gtype] / 1e6, 2)} for b in benches]
+        for i, b in enumerate(benches):
+            times[i].append(b.time())
+    med = [statistics.median(v) for v in times]
+    base = next((m for b, m in zip(benches, med) if b.gtype == "Q8_0"), None)
+    rows_out = [{"type": b.gtype, "layout": b.fmt, "ms": round(m, 3), "vs_q8_0": round(m / base, 2) if base else None,
+                 "gb_s": round(b.bytes / m / 1e6, 2)} for b, m in zip(benches, med)]
     if args.json:
         print(json.dumps({"shape": [rows, cols], "device": dev.name, "rows": rows_out}))
         return

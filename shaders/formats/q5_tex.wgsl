@@ -8,15 +8,12 @@ const WB: u32 = 2u;
 
 //! include blocks/nibbles
 
-// 16 * the high bits of weights 4j .. 4j + 3.
-fn high4(qh: u32, j: u32) -> vec4<f32> {
-  let h = qh >> (4u * j);
-  return 16.0 * vec4<f32>(f32(h & 1u), f32((h >> 1u) & 1u), f32((h >> 2u) & 1u), f32((h >> 3u) & 1u));
-}
-
-// q of weights 4j .. 4j + 3 from the block's texels.
+// q of weights 4j .. 4j + 3 from the block's texels: nibble and high bit joined as integers, one conversion a weight.
 fn q5(t0: vec4<u32>, t1: vec4<u32>, j: u32) -> vec4<f32> {
-  return nib4(t0[j % 4u], select(0u, 4u, j >= 4u)) + high4(t1.x, j);
+  let s = select(0u, 4u, j >= 4u);
+  let nib = (vec4<u32>(t0[j % 4u]) >> vec4<u32>(s, s + 8u, s + 16u, s + 24u)) & vec4<u32>(15u);
+  let h = t1.x >> (4u * j);
+  return vec4<f32>(nib | (vec4<u32>(h << 4u, h << 3u, h << 2u, h << 1u) & vec4<u32>(16u)));
 }
 
 fn block_dot(wb: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
