@@ -17,8 +17,8 @@ and anyone can rebuild them with this script. Needs gguf and numpy (piegpu's) an
 (quantizing only; F16 needs none).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: with it, a dataclass in a module loaded by
+# spec_from_file_location + exec_module (not in sys.modules) fails to build.
 import argparse
 import ctypes
 import importlib.util
