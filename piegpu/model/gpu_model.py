@@ -18,6 +18,7 @@ from ..kernel import channel_layout
 from ..errors import ModelError, ValidationError
 from ..runtime.dispatch import Recorder, UniformParams, replay
 from ..runtime.device import MODEL_CLOSED
+from ..runtime.waits import drain
 from .batch_plan import BatchPlan, build as build_batch_plan, reseat as reseat_plan
 from .forward import forward
 from .gpu_weights import GpuMatrix, upload
@@ -109,14 +110,17 @@ class GpuModel:
         up = lambda m, label: upload(self.device, m, self.max_binding, label, textures)  # noqa: E731
         self.embed = up(weights.embed, "embed")
         self.lm_head = self.embed if weights.lm_head is None else up(weights.lm_head, "lm_head")
+        self._let_go(weights)
         opt = lambda v, label: None if v is None else self._vec(v, label)  # noqa: E731
-        self.layers = [GpuLayer(up(lw.qkv, f"l{i}.qkv"), up(lw.o, f"l{i}.o"), up(lw.gate_up, f"l{i}.gate_up"),
-                                up(lw.down, f"l{i}.down"), self._vec(lw.input_norm, f"l{i}.in_norm"),
-                                self._vec(lw.post_norm, f"l{i}.post_norm"), opt(lw.qkv_bias, f"l{i}.qkv_bias"),
-                                opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"),
-                                opt(lw.attn_out_norm, f"l{i}.attn_out_norm"),
-                                opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm"))
-                       for i, lw in enumerate(weights.layers)]
+        self.layers = []
+        for i, lw in enumerate(weights.layers):  # a layer laid out, uploaded and its host memory let go at a time
+            self.layers.append(GpuLayer(
+                up(lw.qkv, f"l{i}.qkv"), up(lw.o, f"l{i}.o"), up(lw.gate_up, f"l{i}.gate_up"), up(lw.down, f"l{i}.down"),
+                self._vec(lw.input_norm, f"l{i}.in_norm"), self._vec(lw.post_norm, f"l{i}.post_norm"),
+                opt(lw.qkv_bias, f"l{i}.qkv_bias"), opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"),
+                opt(lw.attn_out_norm, f"l{i}.attn_out_norm"), opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm")))
+            del lw
+            self._let_go(weights)
         # families with a step between the QKV projection and RoPE (bias, q/k norm) take the unfused path
         self.qk_prep = c.family.qkv_bias or c.family.qk_norm
         self.final_norm = self._vec(weights.final_norm, "final_norm")
@@ -130,6 +134,13 @@ class GpuModel:
         self.kv = KvPool(self, kv_mb, page_tokens, textures, kv_dtype, self.context)  # every working set's KV pages
         self._working_sets = weakref.WeakSet()  # released with everything else
         self.closed = False
+
+    def _let_go(self, weights: ModelWeights) -> None:
+        """After an upload step: the device does the queued writes (freeing their staging copies) and the source file's
+        pages leave this process's memory, so a load peaks at the device's copy plus one layer, not twice the model."""
+        drain(self.device)
+        if weights.release_host is not None:
+            weights.release_host()
 
     # ---- buffers --------------------------------------------------------------------------
     def _vec(self, v: np.ndarray, label: str):

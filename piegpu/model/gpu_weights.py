@@ -347,12 +347,15 @@ def upload(device, m, max_binding_bytes: int, label: str, textures: bool = False
     return g
 
 
-def _texture(device, texels: np.ndarray, label: str):
-    """A 2D rgba32uint texture view holding `texels` (uint32 [n, 4]) in rows of TEXEL_ROW."""
+def _texture_rows(n: int) -> np.ndarray:
+    """A zeroed texel array for n texels, whole texture rows of TEXEL_ROW."""
+    return np.zeros((max(1, -(-n // TEXEL_ROW)) * TEXEL_ROW, 4), np.uint32)
+
+
+def _texture(device, padded: np.ndarray, label: str):
+    """A 2D rgba32uint texture view holding `padded` (uint32 [whole rows of TEXEL_ROW, 4], _texture_rows)."""
     import wgpu
-    height = max(1, -(-texels.shape[0] // TEXEL_ROW))
-    padded = np.zeros((height * TEXEL_ROW, 4), np.uint32)
-    padded[:texels.shape[0]] = texels
+    height = padded.shape[0] // TEXEL_ROW
     tex = device.create_texture(size=(TEXEL_ROW, height, 1), format=wgpu.TextureFormat.rgba32uint, label=label,
                                 usage=wgpu.TextureUsage.TEXTURE_BINDING | wgpu.TextureUsage.COPY_DST)
     device.queue.write_texture({"texture": tex}, padded, {"bytes_per_row": TEXEL_ROW * 16, "rows_per_image": height},
@@ -360,28 +363,42 @@ def _texture(device, texels: np.ndarray, label: str):
     return tex.create_view(), padded.nbytes
 
 
+REPACK_ROWS = 256  # rows repacked at a time: the repack's temporaries stay a few MB (a 128256-row Q6_K vocab: 2.4 GB)
+
+
 def _upload_textures(device, m: HostMatrix, label: str, g: GpuMatrix, first: int) -> bool:
     """Upload m's rows as TextureWeights chunks; False (nothing uploaded) where its values have no exact texture
     layout (the storage layout then)."""
     tf = TEXTURE_FORMATS[m.fmt]
     _, block_bytes, _ = GGML_FORMATS[FORMAT_GGML[m.fmt]]
-    row_texels = m.cols // 32 * tf.texels
+    nb = m.cols // 32
+    row_texels = nb * tf.texels
     per_chunk = max(ROW_ALIGN, TEXEL_ROW * TEXTURE_ROWS // row_texels // ROW_ALIGN * ROW_ALIGN)
     chunks = []
     for r0 in range(0, m.rows, per_chunk):
         n = min(per_chunk, m.rows - r0)
-        packed = tf.repack(np.ascontiguousarray(m.data[r0: r0 + n]).reshape(-1, block_bytes))
-        if packed is None:
-            return False
-        quants, scales, supers = packed
+        quants = _texture_rows(n * row_texels)
+        planes = {}  # "scales" / "supers" -> texels, four rows a texel
+        for s0 in range(0, n, REPACK_ROWS):
+            k = min(REPACK_ROWS, n - s0)
+            packed = tf.repack(np.ascontiguousarray(m.data[r0 + s0: r0 + s0 + k]).reshape(-1, block_bytes))
+            if packed is None:
+                return False
+            quants[s0 * row_texels: (s0 + k) * row_texels] = packed[0]
+            for what, words in zip(("scales", "supers"), packed[1:]):
+                if words is not None:
+                    per_row = words.size // k
+                    plane = planes.get(what)
+                    if plane is None:
+                        plane = planes[what] = _texture_rows(-(-n // 4) * per_row)
+                    plane[s0 // 4 * per_row: (s0 + k + 3) // 4 * per_row] = _scale_texels(words, k)
         where = f"{label}[{first + r0}:]"
         qv, size = _texture(device, quants, f"{where}.quants")
-        views = []
-        for words, what in ((scales, "scales"), (supers, "supers")):
-            view, nbytes = (None, 0) if words is None else _texture(device, _scale_texels(words, n), f"{where}.{what}")
-            views.append(view)
+        views = {}
+        for what, plane in planes.items():
+            views[what], nbytes = _texture(device, plane, f"{where}.{what}")
             size += nbytes
-        chunks.append((TextureWeights(qv, views[0], size, views[1]), first + r0, n, tf.name))
+        chunks.append((TextureWeights(qv, views.get("scales"), size, views.get("supers")), first + r0, n, tf.name))
     g.chunks.extend(chunks)
     return True
 

@@ -6,6 +6,7 @@ model/gpu_model.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,15 +33,34 @@ class LayerWeights:
     ffn_out_norm: np.ndarray | None = None
 
 
+class LazyLayers(Sequence):
+    """The layers of a model, each laid out when it is asked for (and not kept): an upload layer by layer holds one
+    layer's fused copies (q | k | v, gate/up interleaved) at a time, not the whole model's."""
+
+    def __init__(self, count: int, build: Callable[[int], "LayerWeights"]):
+        self._count, self._build = count, build
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if not -self._count <= i < self._count:
+            raise IndexError(i)
+        return self._build(i % self._count)
+
+
 @dataclass
 class ModelWeights:
     """All weights of a model in GPU layouts (host side), ready to upload."""
 
     config: LlamaConfig
     embed: HostMatrix
-    layers: list
+    layers: Sequence  # of LayerWeights (LazyLayers: laid out on access)
     final_norm: np.ndarray
     lm_head: HostMatrix | None  # None: tied to embed
+    release_host: Callable[[], None] | None = None  # drops the host pages of uploaded source data (a mapped file)
 
 
 def pair_order(rows: int, head_dim: int) -> np.ndarray:
@@ -76,10 +96,10 @@ def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool, norms_plus_one:
         vector = lambda name: raw_vector(name) + np.float32(1) if name.endswith("norm.weight") \
             else raw_vector(name)  # noqa: E731
     out_norms = fam.output_norms
-    layers = []
-    for i in range(c.num_hidden_layers):
+
+    def layer(i: int) -> LayerWeights:
         p = f"model.layers.{i}."
-        layers.append(LayerWeights(
+        return LayerWeights(
             qkv=stack_rows([matrix(p + "self_attn.q_proj.weight", po_q), matrix(p + "self_attn.k_proj.weight", po_k),
                             matrix(p + "self_attn.v_proj.weight", None)], f"layer {i} qkv"),
             o=matrix(p + "self_attn.o_proj.weight", None),
@@ -94,7 +114,8 @@ def _assemble(c: LlamaConfig, matrix, vector, has_lm_head: bool, norms_plus_one:
             q_norm=vector(p + "self_attn.q_norm.weight")[po_head] if fam.qk_norm else None,
             k_norm=vector(p + "self_attn.k_norm.weight")[po_head] if fam.qk_norm else None,
             attn_out_norm=vector(p + out_norms[0] + ".weight") if out_norms else None,
-            ffn_out_norm=vector(p + out_norms[1] + ".weight") if out_norms else None))
+            ffn_out_norm=vector(p + out_norms[1] + ".weight") if out_norms else None)
+    layers = LazyLayers(c.num_hidden_layers, layer)
     lm = matrix("lm_head.weight", None) if has_lm_head and not c.tie_word_embeddings else None
     return ModelWeights(c, matrix("model.embed_tokens.weight", None), layers, vector("model.norm.weight"), lm)
 
@@ -126,4 +147,22 @@ def weights_from_gguf(config: LlamaConfig, raw: dict, norms_plus_one: bool = Fal
         from gguf.quants import dequantize
         return np.asarray(dequantize(np.ascontiguousarray(t.data), getattr(gguf.GGMLQuantizationType, t.ggml_type)),
                           np.float32).reshape(-1)
-    return _assemble(config, matrix, vector, "lm_head.weight" in raw, norms_plus_one)
+    for name, t in raw.items():  # every matrix's type and shape checked before anything is laid out or uploaded
+        if np.ndim(t.data) == 2 and name.endswith(".weight") and not name.endswith("norm.weight"):
+            pack_ggml(t.ggml_type, t.data, t.shape[-1], name)
+    w = _assemble(config, matrix, vector, "lm_head.weight" in raw, norms_plus_one)
+    w.release_host = _page_dropper([t.data for t in raw.values()])
+    return w
+
+
+def _page_dropper(arrays: list):
+    """A callable that drops the resident pages of the memory-mapped file the arrays view (madvise DONTNEED: a read-only
+    mapping's pages come back from the page cache if read again), or None if they view no mapped file."""
+    import mmap
+    for a in arrays:
+        while isinstance(a, np.ndarray) and not isinstance(a.base, mmap.mmap):
+            a = a.base
+        if isinstance(a, np.ndarray) and hasattr(mmap, "MADV_DONTNEED"):
+            mapped = a.base
+            return lambda: mapped.madvise(mmap.MADV_DONTNEED)
+    return None

@@ -90,6 +90,14 @@ def _poll(device, index: int | None) -> None:
         _FINISHED[device] = index
 
 
+def drain(device) -> None:
+    """Submit the queue's pending writes and wait until the device has done them, so that their staging memory is
+    freed (a model's upload, matrix by matrix, holds one matrix's staging at a time, not the whole model's)."""
+    index = submit(device, [])
+    if index is not None:
+        _poll(device, index)
+
+
 def finished(device, index: int) -> bool:
     """Whether submission `index` is known to have finished (a wait for it or a later one returned):
     the passes of a group share one submission, and only the first of their reads needs to wait."""
