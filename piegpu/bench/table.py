@@ -400,7 +400,24 @@ def main(args) -> int:
     """Entry point of `piegpu bench`."""
     n = 16 if args.quick else args.tokens
     runs = 1 if args.quick else args.runs
-    print(f"piegpu bench: {n} tokens x {runs} runs per mode (a minute or two)...", file=sys.stderr)
-    r = run_all(n, runs)
-    print(json.dumps(r, indent=2) if args.json else table(r))
+    r: dict = {}
+    if not args.only_gguf:
+        print(f"piegpu bench: {n} tokens x {runs} runs per mode (a minute or two)...", file=sys.stderr)
+        r = run_all(n, runs)
+    if args.gguf:
+        from .peer import compare, table as peer_table
+        rows = []
+        for path in args.gguf:
+            print(f"piegpu bench: {path}: llama.cpp and piegpu, a process each ...", file=sys.stderr)
+            rows.append(compare(path, ctx=args.ctx, tokens=min(n, 16), runs=runs))
+        r["gguf"] = rows
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    if not args.only_gguf:
+        print(table(r))
+    if args.gguf:
+        print(f"\nGGUF files at context {args.ctx}, greedy, {min(n, 16)} tokens, median of {runs} runs; "
+              "ratio = piegpu / llama.cpp (CPU, 2 threads)")
+        print(peer_table(r["gguf"]))
     return 0

@@ -64,4 +64,10 @@ def add_parser(sub) -> None:
     b.add_argument("--tokens", type=int, default=63, help="decode tokens per measurement")
     b.add_argument("--runs", type=int, default=3, help="runs per measurement (the median is reported)")
     b.add_argument("--quick", action="store_true", help="fewer tokens and runs (a smoke test)")
+    b.add_argument("--gguf", action="append", default=[], metavar="PATH",
+                   help="also decode this GGUF with piegpu and llama.cpp (llama-cpp-python), each in a process of its "
+                        "own, at --ctx: ms/token, load time, peak RSS (repeatable; benchmarks/real_shapes.py builds "
+                        "real-shape files)")
+    b.add_argument("--ctx", type=int, default=512, help="the context both engines load --gguf files with (512)")
+    b.add_argument("--only-gguf", action="store_true", help="skip the default model's table, only the --gguf rows")
     b.set_defaults(func=_cmd_bench)
