@@ -7,11 +7,11 @@ f16 rows. A matrix bigger than one storage binding is split into row chunks, eac
 dispatched on its own, so any model size loads. A fused matrix (q | k | v) whose parts
 have different types (Q4_K_M files keep v in Q6_K) stays in parts, one format each.
 
-On lavapipe (Device.texture_weights) Q4_1 and Q8_0 matrices go up as textures instead
-(TextureWeights, formats q4_1_tex / q8_0_tex): the same bytes of GGUF's blocks, moved so
-that a block's quants are whole rgba32uint texels and the scale words of four rows' block
-one texel, because llvmpipe loads a texel for all lanes at once where it loops over the
-lanes of a storage load.
+On lavapipe (Device.texture_weights) every quant type goes up as textures instead (TextureWeights,
+TEXTURE_FORMATS: q4_1_tex, q8_0_tex, q4_k_tex, q5_tex, q6_k_tex), repacked at upload so that a 32-weight block's
+quants are whole rgba32uint texels and its scales either words four rows a texel or a texel of the block's own --
+moved, widened to f32 or multiplied out as exact f32 products, so the values stay gguf's -- because llvmpipe loads a
+texel for all lanes at once where it loops over the lanes of a storage load (docs/real_models.md).
 """
 
 from __future__ import annotations

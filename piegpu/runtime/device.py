@@ -16,6 +16,28 @@ WANTED_LIMITS = ("max-storage-buffer-binding-size", "max-buffer-size", "max-stor
                  "max-compute-workgroup-storage-size", "max-compute-invocations-per-workgroup",
                  "max-compute-workgroup-size-x", "max-compute-workgroups-per-dimension", "max-bind-groups",
                  "max-bindings-per-bind-group", "max-dynamic-storage-buffers-per-pipeline-layout")
+LIMIT_MODES = ("adapter", "webgpu")  # PIEGPU_LIMITS: the adapter's own limits (default), or WebGPU's defaults
+WEBGPU_DEFAULT_LIMITS = {  # the WebGPU spec's defaults of the limits piegpu's layouts read
+    "max-storage-buffer-binding-size": 128 << 20, "max-buffer-size": 256 << 20, "max-texture-dimension-2d": 8192,
+    "max-uniform-buffer-binding-size": 64 << 10, "max-storage-buffers-per-shader-stage": 8,
+    "max-compute-workgroup-storage-size": 16384, "max-compute-invocations-per-workgroup": 256,
+    "max-compute-workgroup-size-x": 256, "max-compute-workgroups-per-dimension": 65535,
+}
+
+
+def _required_limits(adapter) -> dict:
+    """The limits piegpu asks for: the adapter's (WANTED_LIMITS), or none raised with PIEGPU_LIMITS=webgpu -- the
+    device then has WebGPU's defaults (a 128 MiB storage binding, 256 MiB buffers, 8192-texel textures), as a browser
+    or a small iGPU gives, and piegpu lays models out within them."""
+    mode = os.environ.get("PIEGPU_LIMITS", "adapter").strip().lower() or "adapter"
+    if mode not in LIMIT_MODES:
+        raise DeviceError(f"PIEGPU_LIMITS={os.environ['PIEGPU_LIMITS']!r}: expected one of {', '.join(LIMIT_MODES)}. "
+                          "Fix: PIEGPU_LIMITS=webgpu for WebGPU's default limits, or unset it")
+    if mode == "webgpu":
+        return {k: min(v, adapter.limits.get(k, v)) for k, v in WEBGPU_DEFAULT_LIMITS.items()}
+    return {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
+
+
 INSTALL_HINT = ("Fix: install a Vulkan driver -- on Debian/Ubuntu `apt-get install mesa-vulkan-drivers` gives "
                 "lavapipe (llvmpipe, a CPU Vulkan); or pick another adapter with PIEGPU_ADAPTER=<name substring> "
                 "or PIEGPU_BACKEND=vulkan|metal|dx12|gl. `piegpu info` lists what wgpu sees.")
@@ -198,14 +220,17 @@ def get_device() -> Device:
         if adapter is None:
             raise DeviceError(f"no GPU adapter found{_env_hint()}. {INSTALL_HINT}")
         feats = tuple(f for f in WANTED_FEATURES if f in adapter.features)
-        limits = {k: adapter.limits[k] for k in WANTED_LIMITS if k in adapter.limits}
+        limits = _required_limits(adapter)
         try:
             dev = adapter.request_device_sync(required_features=list(feats), required_limits=limits)
         except Exception as e:
             raise DeviceError(f"could not create a device on {adapter.summary}: {e}{_env_hint()}. {INSTALL_HINT}") from e
         info = adapter.info
+        granted = dict(dev.limits)
+        if os.environ.get("PIEGPU_LIMITS", "").strip().lower() == "webgpu":  # piegpu keeps within them whatever wgpu grants
+            granted.update({k: min(granted.get(k, v), v) for k, v in limits.items()})
         _device = Device(adapter, dev, str(info.get("device", adapter.summary)), str(info.get("backend_type", "")),
-                         str(info.get("adapter_type", "")), feats, dict(dev.limits), lp_default)
+                         str(info.get("adapter_type", "")), feats, granted, lp_default)
         return _device
 
 

@@ -3,7 +3,7 @@
 // for j < 16, the high nibble of byte j - 16), its 6-bit scale sc and min m bytes 0 and 1 of its scale word (ws),
 // and the f16 (d, dmin) of its super-block (block b / 8 of the row) a word of `wd`, four rows a texel like the
 // scale words. Weight j is (d * sc) * q_j - dmin * m: gguf's values and order of operations (formats/q4_k.wgsl),
-// 148 bytes a super-block against GGUF's 144.
+// 164 bytes a super-block against GGUF's 144 (a scale word a sub-block: two would fit one word).
 //! include blocks/texture_weights
 @group(0) @binding(16) var wd: texture_2d<u32>;
 const WB: u32 = 1u;

@@ -5,7 +5,10 @@ reference on gguf's dequantization of the same file (the exact oracle), prefill 
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -62,3 +65,12 @@ def test_real_width_q4_k_m_equals_the_oracle(tmp_path, gpu, shape):
         m.gpu.forward(ws, ids[:-1])
         last = m.gpu.forward(ws, ids[-1:])
         assert float(np.abs(np.asarray(last).reshape(-1) - want[-1]).max()) < 2e-4 * scale
+    if shape == "llama-3.2-1b":  # portable limits: the same logits within WebGPU's default limits (browsers, iGPUs)
+        out = tmp_path / "webgpu.npy"
+        code = ("import sys, numpy as np, piegpu; m = piegpu.load_model(sys.argv[1], verbose=False, kv_dtype='f32'); "
+                "assert m.gpu.dev.limits['max-buffer-size'] == 256 << 20; "
+                "np.save(sys.argv[2], m.logits([int(i) for i in sys.argv[3].split(',')]))")
+        r = subprocess.run([sys.executable, "-c", code, str(path), str(out), ",".join(map(str, ids))],
+                           capture_output=True, text=True, timeout=600, env={**os.environ, "PIEGPU_LIMITS": "webgpu"})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert float(np.abs(np.load(out) - want).max()) < 2e-4 * scale
