@@ -69,7 +69,10 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
     Shape("llama-3.2-3b", 3072, 28, 24, 8, 8192, 128256, 131072, 500000.0, True, (32.0, 1.0, 4.0, 8192)),
     Shape("llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0, False, (8.0, 1.0, 4.0, 8192)),
     Shape("test-1k", 256, 2, 4, 2, 512, 49152, 131072, 10000.0, True),  # tiny, for CI
+    # the default model itself (its real weights), requantized from its Q4_1 file rather than written
+    Shape("smollm2-135m", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0, True),
 )}
+REQUANTIZED = {"smollm2-135m"}  # shapes made from the default model's GGUF (llama.cpp's --allow-requantize)
 
 # type name -> llama_cpp's LLAMA_FTYPE_MOSTLY_* constant (F16 is the written source itself)
 QTYPES = ("F16", "Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL")
@@ -287,8 +290,9 @@ def _quiet_llama() -> None:
     llama_cpp.llama_log_set(cb, ctypes.c_void_p(0))
 
 
-def quantize(src: Path, dst: Path, qtype: str, nthread: int = 2) -> None:
-    """Quantize the GGUF `src` to `qtype` at `dst` with llama.cpp's llama_model_quantize."""
+def quantize(src: Path, dst: Path, qtype: str, nthread: int = 2, requantize: bool = False) -> None:
+    """Quantize the GGUF `src` to `qtype` at `dst` with llama.cpp's llama_model_quantize (`requantize`: from a
+    quantized source, as llama-quantize --allow-requantize)."""
     import llama_cpp
 
     qtype = check_qtype(qtype)
@@ -299,6 +303,7 @@ def quantize(src: Path, dst: Path, qtype: str, nthread: int = 2) -> None:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = nthread
+    params.allow_requantize = requantize
     rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
     if rc != 0:
         raise RuntimeError(f"llama_model_quantize({src.name} -> {qtype}) failed with {rc}")
@@ -331,6 +336,12 @@ def build(shape: str, qtype: str, layers: int | None = None, keep_f16: bool = Fa
     s = get_shape(shape, layers)
     dst = path_for(shape, qtype, layers)
     if dst.exists():
+        return dst
+    if shape in REQUANTIZED:
+        if layers not in (None, s.layers) or qtype == "F16":
+            raise ValueError(f"{shape} is requantized from the default model's file: all its layers, a quantized type")
+        log(f"requantizing {default_model_gguf().name} -> {qtype}")
+        _atomic(dst, lambda tmp: quantize(default_model_gguf(), tmp, qtype, requantize=True))
         return dst
     f16 = path_for(shape, "F16", layers)
     made_f16 = False
