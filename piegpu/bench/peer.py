@@ -122,30 +122,6 @@ def child_piegpu(path: str, ctx: int, tokens: int, kv_mb: int, runs: int) -> dic
                 intervals_ms=[(b[0] - a[0]) * 1000 for a, b in zip(marks, marks[1:])])
 
 
-def run_child(engine: str, path: Path, ctx: int, tokens: int, runs: int, kv_mb: int, timeout: float,
-              llama_threads: int = 2, lp_threads: int | None = None) -> dict:
-    """One engine's numbers on one file, from a subprocess of its own (an error dict if it fails)."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", engine, str(path), "--ctx", str(ctx),
-           "--tokens", str(tokens), "--runs", str(runs), "--kv-mb", str(kv_mb), "--llama-threads", str(llama_threads)]
-    env = dict(os.environ)
-    if lp_threads is not None and engine == "piegpu":
-        env["LP_NUM_THREADS"] = str(lp_threads)
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return dict(engine=engine, error=f"timed out after {timeout:.0f} s")
-    wall = time.perf_counter() - t0
-    for line in reversed(p.stdout.splitlines()):
-        if line.startswith(RESULT):
-            r = json.loads(line[len(RESULT):])
-            r["wall_s"] = wall
-            return r
-    tail = (p.stderr or p.stdout).strip().splitlines()[-8:]
-    return dict(engine=engine, error=f"exit {p.returncode}: " + " | ".join(tail), wall_s=wall)
-
-
-
 def run_child(engine: str, path: Path, ctx: int, tokens: int, runs: int, kv_mb: int = 0, timeout: float = 1800,
               llama_threads: int = 2, lp_threads: int | None = None) -> dict:
     """One engine's numbers on one file, from a subprocess of its own (an error dict if it fails)."""

@@ -6,27 +6,9 @@
 //! include blocks/texture_weights
 const WB: u32 = 1u;
 
-//! include blocks/nibbles
+//! include blocks/nibble_texel
 
 // (d, m) of a scale word: weight = d q + m.
 fn dm_at(word: u32, row: u32, b: u32) -> vec2<f32> {
   return unpack2x16float(word);
-}
-
-// sum_j w_j * x_j over one block given its (d, m); xsum = sum_j x_j (the min term factors out).
-fn block_dot_dm(wb: u32, dm: vec2<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-                x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
-  return dm.x * nib_dot(q_texel(wb), x0, x1, x2, x3, x4, x5, x6, x7) + dm.y * xsum;
-}
-
-// Weights 4j .. 4j + 3 of one block as f32 (embedding rows), as gguf computes them: d * q + m.
-fn block_decode(wb: u32, j: u32) -> vec4<f32> {
-  let dm = block_dm(wb);
-  return dm.x * nib4(q_texel(wb)[j % 4u], (j / 4u) * 4u) + dm.y;
-}
-
-// The token-tile matmul (matmul.wgsl): raw values of vec4 j of a block from its texel t (fetched once for
-// the 8 vec4s: model/shader_code.py tile_code), and (d, m).
-fn block_q_t(t: vec4<u32>, j: u32) -> vec4<f32> {
-  return nib4(t[j % 4u], select(0u, 4u, j >= 4u));
 }

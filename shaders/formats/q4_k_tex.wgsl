@@ -9,25 +9,11 @@
 const WB: u32 = 1u;
 const NSB: u32 = NB / 8u;  // super-blocks a row
 
-//! include blocks/nibbles
+//! include blocks/nibble_texel
 
 // (d sc, -dmin m) of row `row`'s block b from its scale word: weight = d q + m.
 fn dm_at(word: u32, row: u32, b: u32) -> vec2<f32> {
   let i = (row / 4u) * NSB + b / 8u;
   let dd = unpack2x16float(textureLoad(wd, vec2<u32>(i & 4095u, i >> 12u), 0)[row % 4u]);
   return vec2<f32>(dd.x * f32(word & 255u), -(dd.y * f32(word >> 8u)));
-}
-
-fn block_dot_dm(wb: u32, dm: vec2<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,
-                x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>, xsum: f32) -> f32 {
-  return dm.x * nib_dot(q_texel(wb), x0, x1, x2, x3, x4, x5, x6, x7) + dm.y * xsum;
-}
-
-fn block_decode(wb: u32, j: u32) -> vec4<f32> {
-  let dm = block_dm(wb);
-  return dm.x * nib4(q_texel(wb)[j % 4u], (j / 4u) * 4u) + dm.y;
-}
-
-fn block_q_t(t: vec4<u32>, j: u32) -> vec4<f32> {
-  return nib4(t[j % 4u], select(0u, 4u, j >= 4u));
 }

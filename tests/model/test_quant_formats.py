@@ -288,8 +288,10 @@ def test_shared_block_helpers_are_included_once_per_snippet():
     for fmt, want in (("q4_0", {"blocks/halfwords", "blocks/nibbles"}), ("q5_1", {"blocks/nibbles", "blocks/qh_bits"}),
                       ("q5_k", {"blocks/nibbles", "blocks/k_scales", "blocks/k_block"}), ("q8_0", {"blocks/halfwords", "blocks/bytes"}),
                       ("q8_0_tex", {"blocks/texture_weights", "blocks/texture_quants", "blocks/bytes"}),
-                      ("q4_1_tex", {"blocks/texture_weights", "blocks/texture_quants", "blocks/nibbles"}),
-                      ("q4_k_tex", {"blocks/texture_weights", "blocks/texture_quants", "blocks/nibbles"}),
+                      ("q4_1_tex", {"blocks/texture_weights", "blocks/texture_quants", "blocks/nibble_texel",
+                                    "blocks/nibbles"}),
+                      ("q4_k_tex", {"blocks/texture_weights", "blocks/texture_quants", "blocks/nibble_texel",
+                                    "blocks/nibbles"}),
                       ("q5_tex", {"blocks/texture_quants", "blocks/nibbles"}),
                       ("q6_k_tex", {"blocks/texture_quants", "blocks/nibbles"})):
         src = shader_source(f"formats/{fmt}")
