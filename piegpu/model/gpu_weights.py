@@ -200,10 +200,12 @@ def _k_nibbles(qs: np.ndarray) -> np.ndarray:
 
 def _q4_k_texels(blocks: np.ndarray) -> tuple:
     """Q4_K super-blocks (uint8 [n, 144]) as (quants [8 n, 4]: each 32-weight sub-block's nibbles in Q4_1's order,
-    scales [8 n]: its 6-bit scale and min as bytes 0 and 1 of a word, supers [n]: the f16 (d, dmin) pair)."""
+    scales [4 n]: a pair of sub-blocks' 6-bit scales and mins as bytes (sc, m) of the even one, then of the odd one,
+    supers [n]: the f16 (d, dmin) pair)."""
     dd, sc, m = _k_scales(blocks)
     quants = _nibbles_q4_1_order(_k_nibbles(blocks[:, 16:]))
-    return quants, (sc.astype(np.uint32) | (m.astype(np.uint32) << 8)).reshape(-1), dd
+    half = (sc.astype(np.uint32) | (m.astype(np.uint32) << 8)).reshape(-1, 2)
+    return quants, half[:, 0] | (half[:, 1] << 16), dd
 
 
 def _q5_texels(nibbles: np.ndarray, high: np.ndarray, d: np.ndarray, m: np.ndarray) -> tuple:

@@ -7,9 +7,9 @@
 @group(0) @binding(15) var ws: texture_2d<u32>;
 
 // The scale words of rows row .. row + 3 (row a multiple of 4) at block b: the 4-row kernels'
-// one fetch for four rows.
+// one fetch for four rows. A word holds the scales of SCALE_BLOCKS blocks (the format's constant).
 fn block_scales4(row: u32, b: u32) -> vec4<u32> {
-  let i = (row / 4u) * NB + b;
+  let i = (row / 4u) * (NB / SCALE_BLOCKS) + b / SCALE_BLOCKS;
   return textureLoad(ws, vec2<u32>(i & 4095u, i >> 12u), 0);
 }
 
@@ -21,7 +21,7 @@ fn dm_of4(s: vec4<u32>, row0: u32, b: u32, k: u32) -> vec2<f32> {
 // Block wb's scale word, for any row.
 fn scale_word(wb: u32) -> u32 {
   let row = wb / (NB * WB);
-  return block_scales4(row - row % 4u, (wb / WB) % NB)[row % 4u];
+  return block_scales4(row - row % 4u, (wb / WB) % NB)[row % 4u];  // (all SCALE_BLOCKS blocks' scales)
 }
 
 fn block_dm(wb: u32) -> vec2<f32> {

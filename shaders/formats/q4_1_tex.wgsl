@@ -4,6 +4,7 @@
 // values of formats/q4_1.wgsl (GGUF's bytes, moved, not converted). Q4_0 takes this layout too
 // (gpu_weights._q4_0_texels: d (q - 8) = d q + m with m = -8 d, exact in f16).
 //! include blocks/texture_weights
+const SCALE_BLOCKS: u32 = 1u;  // blocks a scale word
 const WB: u32 = 1u;
 
 //! include blocks/nibble_texel

@@ -3,6 +3,7 @@
 // bits: exact) the block's scale word. Weight j is d * q_j, the values of formats/q8_0.wgsl. The dot
 // product flips each byte's sign bit (q + 128) and subtracts 128 * sum(x).
 //! include blocks/texture_weights
+const SCALE_BLOCKS: u32 = 1u;  // blocks a scale word
 const WB: u32 = 2u;
 
 //! include blocks/bytes
