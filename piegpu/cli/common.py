@@ -19,8 +19,6 @@ def int_at_least(lo: int, below: int | None = None):
     return parse
 
 
-
-
 def add_context_arg(p) -> None:
     """-c / --ctx-size N (llama.cpp's names; --ctx too): the model's context, 0 = the model's own, dest `ctx`."""
     p.add_argument("-c", "--ctx-size", "--ctx", dest="ctx", type=int_at_least(0), default=None, metavar="N",

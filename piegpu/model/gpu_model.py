@@ -104,7 +104,7 @@ class GpuModel:
                              f"adapter allows {self.max_uniform}. Fix: a model with sizes up to "
                              f"{self.max_uniform // 4}, or an adapter with a larger max-uniform-buffer-binding-size")
         # the longest sequence (load_model(context=...)); the pool is sized for it, not for the model's maximum
-        self.context = self.max_positions = resolve_context(
+        self.context = resolve_context(
             c, context, self.dev.is_cpu, kv_dtype, self.dev.limits.get("max-storage-buffer-binding-size", 128 << 20))
         textures = self.dev.texture_weights and max_binding is None  # (a test's small bindings: storage chunks)
         up = lambda m, label: upload(self.device, m, self.max_binding, label, textures)  # noqa: E731

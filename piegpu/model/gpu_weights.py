@@ -180,8 +180,7 @@ def _q4_0_texels(blocks: np.ndarray) -> tuple | None:
 def _q8_0_texels(blocks: np.ndarray) -> tuple:
     """Q8_0 blocks (uint8 [n, 34]) as (quants [2 n, 4], scales [n]) words: d widened to f32 (exact)."""
     quants = np.ascontiguousarray(blocks[:, 2:]).view(np.uint32).reshape(-1, 4)
-    d = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32).view(np.uint32)
-    return quants, d.reshape(-1), None
+    return quants, _f32_words(_f16_fields(blocks, 1)).reshape(-1), None
 
 
 def _k_scales(blocks: np.ndarray) -> tuple:
@@ -216,32 +215,39 @@ def _q5_texels(nibbles: np.ndarray, high: np.ndarray, d: np.ndarray, m: np.ndarr
     return np.stack([t0, t1], axis=1).reshape(-1, 4), None, None
 
 
+def _q5_quants(blocks: np.ndarray, at: int) -> tuple:
+    """The nibbles [n, 32] and high bits [n, 32] of Q5_0 / Q5_1 blocks whose 32 high bits start at byte `at`, the 16
+    bytes of nibbles (Q4_1's order) right after them."""
+    qh = np.ascontiguousarray(blocks[:, at: at + 4]).view(np.uint32).reshape(-1)
+    qs = blocks[:, at + 4: at + 20]
+    return np.concatenate([qs & 15, qs >> 4], axis=1), (qh[:, None] >> np.arange(32, dtype=np.uint32)) & 1
+
+
+def _f16_fields(blocks: np.ndarray, count: int) -> np.ndarray:
+    """The first `count` f16 fields of each block widened to f32 (exact): [n, count]."""
+    return np.ascontiguousarray(blocks[:, : 2 * count]).view(np.float16).astype(np.float32).reshape(-1, count)
+
+
 def _q5_0_texels(blocks: np.ndarray) -> tuple:
     """Q5_0 blocks (uint8 [n, 22]: f16 d, 32 high bits, nibbles) as q5_tex: d (q - 16) = d q + m, m = -16 d (exact)."""
-    d = np.ascontiguousarray(blocks[:, :2]).view(np.float16).astype(np.float32).reshape(-1)
-    qh = np.ascontiguousarray(blocks[:, 2:6]).view(np.uint32).reshape(-1)
-    qs = blocks[:, 6:22]
-    nib = np.concatenate([qs & 15, qs >> 4], axis=1)
-    return _q5_texels(nib, (qh[:, None] >> np.arange(32, dtype=np.uint32)) & 1, d, -16.0 * d)
+    d = _f16_fields(blocks, 1)[:, 0]
+    return _q5_texels(*_q5_quants(blocks, 2), d, -16.0 * d)
 
 
 def _q5_1_texels(blocks: np.ndarray) -> tuple:
     """Q5_1 blocks (uint8 [n, 24]: f16 d, f16 m, 32 high bits, nibbles) as q5_tex (d and m widened to f32: exact)."""
-    dm = np.ascontiguousarray(blocks[:, :4]).view(np.float16).astype(np.float32).reshape(-1, 2)
-    qh = np.ascontiguousarray(blocks[:, 4:8]).view(np.uint32).reshape(-1)
-    qs = blocks[:, 8:24]
-    nib = np.concatenate([qs & 15, qs >> 4], axis=1)
-    return _q5_texels(nib, (qh[:, None] >> np.arange(32, dtype=np.uint32)) & 1, dm[:, 0], dm[:, 1])
+    dm = _f16_fields(blocks, 2)
+    return _q5_texels(*_q5_quants(blocks, 4), dm[:, 0], dm[:, 1])
 
 
 def _q5_k_texels(blocks: np.ndarray) -> tuple:
     """Q5_K super-blocks (uint8 [n, 176]) as q5_tex, a sub-block a block: d sc and -dmin m as f32 (exact products)."""
-    dd, sc, m = _k_scales(blocks)
-    dmin = np.ascontiguousarray(blocks[:, :4]).view(np.float16).astype(np.float32).reshape(-1, 2)
+    _, sc, m = _k_scales(blocks)
+    dd = _f16_fields(blocks, 2)  # (d, dmin)
     qh = blocks[:, 16:48]  # bit s of byte i: weight i of sub-block s
     high = ((qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1).reshape(-1, 32)
-    d = (dmin[:, :1] * sc.astype(np.float32)).reshape(-1)
-    mins = -(dmin[:, 1:] * m.astype(np.float32)).reshape(-1)
+    d = (dd[:, :1] * sc.astype(np.float32)).reshape(-1)
+    mins = -(dd[:, 1:] * m.astype(np.float32)).reshape(-1)
     return _q5_texels(_k_nibbles(blocks[:, 48:]), high, d, mins)
 
 
@@ -254,7 +260,7 @@ def _q6_k_texels(blocks: np.ndarray) -> tuple:
     ql = blocks[:, :128][:, 64 * (s // 4) + 32 * (s % 2) + i]  # [n, 8, 32]
     nib = (ql >> (4 * ((s // 2) % 2)).astype(np.uint8)) & 15
     high = (blocks[:, 128:192][:, 32 * (s // 4) + i] >> (2 * (s % 4)).astype(np.uint8)) & 3
-    d = np.ascontiguousarray(blocks[:, 208:210]).view(np.float16).astype(np.float32)  # [n, 1]
+    d = _f16_fields(blocks[:, 208:210], 1)  # [n, 1]
     dsc = (d * np.ascontiguousarray(blocks[:, 192:208]).view(np.int8).astype(np.float32)).reshape(n * 8, 2)
     t0 = _nibbles_q4_1_order(nib.reshape(-1, 32))
     h = high.reshape(-1, 2, 16)
