@@ -9,12 +9,13 @@ from ..errors import PieGpuError
 from . import compile as _compile
 from . import generate as _generate
 from . import info as _info
+from . import models as _models
 from . import perplexity as _perplexity
 from . import ptir as _ptir
 from . import serve as _serve
 from .generate import _check_modes, _checked_options, _cmd_generate, _sampler_options  # noqa: F401 (tests)
 
-SUBCOMMANDS = (_generate, _compile, _info, _perplexity, _serve, _ptir)
+SUBCOMMANDS = (_generate, _compile, _info, _models, _perplexity, _serve, _ptir)
 
 
 def build_parser() -> argparse.ArgumentParser:

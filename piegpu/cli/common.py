@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+MODEL_HELP = ("a .gguf file, a model folder, a Hugging Face repo id org/repo[:QUANT][@REV], ollama:NAME[:TAG] or "
+              "lmstudio:PUBLISHER/REPO[:QUANT] (`piegpu models` lists what is here; default: SmolLM2-135M-Instruct)")
+
 
 def int_at_least(lo: int, below: int | None = None):
     """An argparse type: an int >= lo (and < below), so a bad count fails at parse time like a non-number."""

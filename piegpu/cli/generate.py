@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import PieGpuError
 from ..model.kv_pool import DEFAULT_KV_DTYPE
 from ..samplers import NAMES as SAMPLER_NAMES
-from .common import add_context_arg, int_at_least as _int_at_least
+from .common import MODEL_HELP, add_context_arg, int_at_least as _int_at_least
 
 
 def _sampler_options(args) -> tuple:
@@ -207,7 +207,7 @@ def add_parser(sub) -> None:
                    help="an eta container (logits f32[vocab], state u32[2]) -> token as the sampler, from any "
                         "tracer (piegpu compile, node sdk/js/examples/top_a.js, cargo run --example top_a)")
     g.add_argument("--seed", type=_int_at_least(0, 1 << 32), default=0)
-    g.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
+    g.add_argument("-m", "--model", default=None, help=MODEL_HELP)
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     add_context_arg(g)
     g.add_argument("--kv-dtype", choices=["f32", "f16"], default=DEFAULT_KV_DTYPE,

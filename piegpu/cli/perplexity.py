@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ..errors import ValidationError
-from .common import int_at_least
+from .common import MODEL_HELP, int_at_least
 
 
 def _cmd_perplexity(args) -> int:
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
     """Register `piegpu perplexity` on the subparsers `sub`."""
     p = sub.add_parser("perplexity", help="perplexity of a text file (llama.cpp's llama-perplexity method)")
     p.add_argument("file", help="a UTF-8 text file")
-    p.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
+    p.add_argument("-m", "--model", default=None, help=MODEL_HELP)
     p.add_argument("--ctx", type=int_at_least(4), default=256,
                    help="tokens per chunk (default 256; the text needs at least 2 * ctx tokens)")
     p.add_argument("--chunks", type=int_at_least(1), default=None, help="score at most this many chunks")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model.kv_pool import DEFAULT_KV_DTYPE
-from .common import add_context_arg, int_at_least
+from .common import MODEL_HELP, add_context_arg, int_at_least
 
 
 def model_id(model, path: str | None) -> str:
@@ -84,6 +84,9 @@ def _cmd_serve(args) -> int:
                           "'piegpu[ray]') or drop them")
     from ..textgen.model import load_model
     from ..server import serve
+    if not sys.stderr.isatty():  # a server's stderr is a log: progress as lines
+        from ..progress import as_lines
+        as_lines()
     model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype, context=args.ctx)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
@@ -93,7 +96,7 @@ def _cmd_serve(args) -> int:
 def add_parser(sub) -> None:
     """Register `piegpu serve` on the subparsers `sub`."""
     s = sub.add_parser("serve", help="an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)")
-    s.add_argument("--model", default=None, help="a model directory or .gguf file (default: SmolLM2-135M-Instruct)")
+    s.add_argument("-m", "--model", default=None, help=MODEL_HELP)
     s.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1: this machine only)")
     s.add_argument("--port", type=int_at_least(0, 65536), default=8000)
     s.add_argument("--max-batch", type=int_at_least(1), default=16, help="sequences decoded per pass (16)")

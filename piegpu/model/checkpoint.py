@@ -84,6 +84,11 @@ def load_checkpoint(
     return config, tensors
 
 
+def tensor_entries(model_dir: str | Path) -> list[st.TensorEntry]:
+    """The header entry (name, dtype, shape) of every tensor of a checkpoint directory, no data read."""
+    return [entry for _, entry in _tensor_locations(Path(model_dir)).values()]
+
+
 def _tensor_locations(model_dir: Path) -> dict[str, tuple[Path, st.TensorEntry]]:
     """Map every tensor name to (file, header entry), via the shard index if there is one."""
     index_path = model_dir / INDEX_NAME

@@ -42,6 +42,7 @@ class GgufModel:
     chat_template: str | None
     tensors: dict  # HF name -> RawTensor (views of the memory-mapped file)
     arch: str = "llama"  # general.architecture
+    reader: Any = None  # the open GgufFile (metadata, tensor infos)
 
 
 def tensors_in_place(reader: Any, config: LlamaConfig, source: str) -> dict:
@@ -77,4 +78,4 @@ def open_gguf_model(path: str | Path) -> GgufModel:
         raise ModelError(f"{source}: tokenizer.chat_template is a {type(template).__name__}, not a string; "
                          "the file is corrupt -- re-download it")
     return GgufModel(path, config, tokenizer_from_gguf(reader), template, tensors_in_place(reader, config, source),
-                     gguf_architecture(reader, source))
+                     gguf_architecture(reader, source), reader)

@@ -145,6 +145,20 @@ def build_spm_tokenizer(tokens: Sequence[str], scores: Sequence[float], token_ty
     return tok
 
 
+def tokenizer_problem(reader: Any) -> str | None:
+    """Why tokenizer_from_gguf would refuse an open GGUF's tokenizer kind (model, BPE pre-tokenizer), or None; cheap:
+    nothing is built."""
+    fields = reader.fields
+    model = fields["tokenizer.ggml.model"].contents() if "tokenizer.ggml.model" in fields else None
+    if model not in ("gpt2", "llama"):
+        return (f"tokenizer.ggml.model = {model!r} is not supported; piegpu builds 'gpt2' (byte-level BPE) and "
+                "'llama' (SentencePiece BPE) tokenizers")
+    pre = fields["tokenizer.ggml.pre"].contents() if "tokenizer.ggml.pre" in fields else "default"
+    if model == "gpt2" and (pre or "default") not in BPE_PRES:
+        return f"tokenizer.ggml.pre = {pre!r} is not supported; known byte-level BPE pre-tokenizers: {sorted(BPE_PRES)}"
+    return None
+
+
 def tokenizer_from_gguf(reader: Any) -> Tokenizer:
     """The tokenizer of an open GGUF (gguf.GGUFReader or model.gguf_file.GgufFile) from tokenizer.ggml.*."""
     fields = reader.fields

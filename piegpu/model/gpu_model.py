@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..progress import bar
 from ..kernel import channel_layout
 from ..errors import ModelError, ValidationError
 from ..runtime.dispatch import Recorder, UniformParams, replay
@@ -108,19 +109,17 @@ class GpuModel:
             c, context, self.dev.is_cpu, kv_dtype, self.dev.limits.get("max-storage-buffer-binding-size", 128 << 20))
         textures = self.dev.texture_weights and max_binding is None  # (a test's small bindings: storage chunks)
         up = lambda m, label: upload(self.device, m, self.max_binding, label, textures)  # noqa: E731
-        self.embed = up(weights.embed, "embed")
-        self.lm_head = self.embed if weights.lm_head is None else up(weights.lm_head, "lm_head")
-        self._let_go(weights)
-        opt = lambda v, label: None if v is None else self._vec(v, label)  # noqa: E731
-        self.layers = []
-        for i, lw in enumerate(weights.layers):  # a layer laid out, uploaded and its host memory let go at a time
-            self.layers.append(GpuLayer(
-                up(lw.qkv, f"l{i}.qkv"), up(lw.o, f"l{i}.o"), up(lw.gate_up, f"l{i}.gate_up"), up(lw.down, f"l{i}.down"),
-                self._vec(lw.input_norm, f"l{i}.in_norm"), self._vec(lw.post_norm, f"l{i}.post_norm"),
-                opt(lw.qkv_bias, f"l{i}.qkv_bias"), opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"),
-                opt(lw.attn_out_norm, f"l{i}.attn_out_norm"), opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm")))
-            del lw
+        with bar(len(weights.layers) + 1, "reading and uploading weights", unit="layer") as progress:
+            self.embed = up(weights.embed, "embed")
+            self.lm_head = self.embed if weights.lm_head is None else up(weights.lm_head, "lm_head")
             self._let_go(weights)
+            progress.update(1)
+            self.layers = []
+            for i, lw in enumerate(weights.layers):  # a layer laid out, uploaded and its host memory let go at a time
+                self.layers.append(self._layer(lw, i, up))
+                del lw
+                self._let_go(weights)
+                progress.update(1)
         # families with a step between the QKV projection and RoPE (bias, q/k norm) take the unfused path
         self.qk_prep = c.family.qkv_bias or c.family.qk_norm
         self.final_norm = self._vec(weights.final_norm, "final_norm")
@@ -134,6 +133,15 @@ class GpuModel:
         self.kv = KvPool(self, kv_mb, page_tokens, textures, kv_dtype, self.context)  # every working set's KV pages
         self._working_sets = weakref.WeakSet()  # released with everything else
         self.closed = False
+
+    def _layer(self, lw, i: int, up) -> GpuLayer:
+        """Layer i's matrices and vectors on the device."""
+        opt = lambda v, label: None if v is None else self._vec(v, label)  # noqa: E731
+        return GpuLayer(
+            up(lw.qkv, f"l{i}.qkv"), up(lw.o, f"l{i}.o"), up(lw.gate_up, f"l{i}.gate_up"), up(lw.down, f"l{i}.down"),
+            self._vec(lw.input_norm, f"l{i}.in_norm"), self._vec(lw.post_norm, f"l{i}.post_norm"),
+            opt(lw.qkv_bias, f"l{i}.qkv_bias"), opt(lw.q_norm, f"l{i}.q_norm"), opt(lw.k_norm, f"l{i}.k_norm"),
+            opt(lw.attn_out_norm, f"l{i}.attn_out_norm"), opt(lw.ffn_out_norm, f"l{i}.ffn_out_norm"))
 
     def _let_go(self, weights: ModelWeights) -> None:
         """After an upload step: the device does the queued writes (freeing their staging copies) and the source file's
@@ -305,7 +313,8 @@ class GpuModel:
                 raise ValidationError(f"readout rows [{first}, {first + rows}) outside the pass's {T} tokens")
             s = self.scratch(T, rows)
             rec = Recorder(self.device, s.binds)  # what does not touch the working set is shared by all of them
-            forward(Kernels(self, rec, T, scope=(T, rows), splits=splits), self, ws, s, tokens, first, rows, hidden)
+            with self.lib.compiling():
+                forward(Kernels(self, rec, T, scope=(T, rows), splits=splits), self, ws, s, tokens, first, rows, hidden)
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
 
@@ -339,7 +348,8 @@ class GpuModel:
         sequence, rows relative to the pass; `hidden`: store their final-normed rows too (readout_buffer).
         The caller caches the plan (apart for each `hidden`) and advances each working set.
         """
-        return build_batch_plan(self, seqs, tokens, readout, hidden)
+        with self.lib.compiling():
+            return build_batch_plan(self, seqs, tokens, readout, hidden)
 
     def reseat(self, plan: BatchPlan, wss: list) -> BatchPlan | None:
         """`plan` moved to the working sets `wss` (one per sequence, in pass order), or None: rebuild it."""

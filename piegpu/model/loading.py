@@ -33,49 +33,51 @@ class LoadedParts:
     gpu: GpuModel
     source: str
     chat_template: str | None
+    info: dict  # model/facts.py: name, source, architecture, parameters, quantization, context, ...
 
 
 def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
                page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE,
                context: int | None = None) -> LoadedParts:
-    """Read and upload the default model (None), a GGUF file (used in place), or a directory with
-    config.json + safetensors."""
-    from .default import DEFAULT_MODEL_NAME, default_gguf_path
+    """Read and upload the default model (None), a GGUF file (used in place), a directory with config.json +
+    safetensors, or a model by name (model/sources: Hugging Face, Ollama, LM Studio)."""
+    from ..progress import quiet
+    from .facts import dir_facts, gguf_facts
+    from .sources import resolve
     t0 = time.perf_counter()
-    if name_or_path is None or str(name_or_path) == DEFAULT_MODEL_NAME:
-        gguf, source = default_gguf_path(), DEFAULT_MODEL_NAME
-    else:
-        path = Path(name_or_path).expanduser()
-        if not path.exists():
-            raise ModelError(f"{path}: no such model file or directory. Fix: pass a directory with config.json and "
-                             "*.safetensors, a .gguf file, or nothing for the default model")
-        if path.is_file() and path.suffix == ".gguf":
-            gguf = path
-        elif path.is_dir():
-            gguf = None
+    with quiet(not verbose):
+        where = resolve(name_or_path, lambda msg: _say(verbose, msg))
+        path = where.path
+        if where.is_gguf:
+            from .gguf_model import open_gguf_model
+            _say(verbose, f"reading {path} in place")
+            g = open_gguf_model(path)
+            config, tokenizer, template = g.config, g.tokenizer, g.chat_template
+            from .gguf_arch import norms_stored_plus_one
+            weights = weights_from_gguf(config, g.tensors, norms_stored_plus_one(g.arch))
+            info = gguf_facts(g.reader, config, path, where.origin, where.name, template is not None)
         else:
-            raise ModelError(f"{path}: not a .gguf file or a model directory. Fix: pass a directory with "
-                             "config.json and *.safetensors, or a file ending in .gguf")
-        source = str(path)
-    if gguf is not None:
-        from .gguf_model import open_gguf_model
-        _say(verbose, f"reading {gguf} in place")
-        g = open_gguf_model(gguf)
-        config, tokenizer, template = g.config, g.tokenizer, g.chat_template
-        from .gguf_arch import norms_stored_plus_one
-        weights = weights_from_gguf(config, g.tensors, norms_stored_plus_one(g.arch))
-    else:
-        config = LlamaConfig.from_file(path / "config.json")
-        tokenizer = load_tokenizer(path)
-        template = load_chat_template(path)
-        from .checkpoint import load_checkpoint
-        _say(verbose, f"reading weights from {path}")
-        config, tensors = load_checkpoint(path, raw=True)
-        fmt = "f16" if all(getattr(t, "dtype", None) is not None and t.dtype.itemsize == 2
-                           for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
-        tensors = {k: _as_float(v) for k, v in tensors.items()}
-        weights = weights_from_tensors(config, tensors, fmt)
+            config = LlamaConfig.from_file(path / "config.json")
+            tokenizer = load_tokenizer(path)
+            template = load_chat_template(path)
+            from .checkpoint import load_checkpoint
+            _say(verbose, f"reading weights from {path}")
+            info = dir_facts(config, path, where.origin, where.name)
+            config, tensors = load_checkpoint(path, raw=True)
+            fmt = "f16" if all(getattr(t, "dtype", None) is not None and t.dtype.itemsize == 2
+                               for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
+            tensors = {k: _as_float(v) for k, v in tensors.items()}
+            weights = weights_from_tensors(config, tensors, fmt)
+        return _upload(config, tokenizer, template, weights, info, where, device, kv_mb, page_tokens, kv_dtype,
+                       context, verbose, t0)
+
+
+def _upload(config, tokenizer, template, weights, info, where, device, kv_mb, page_tokens, kv_dtype, context,
+            verbose, t0) -> LoadedParts:
+    """The read model's context and pool checked, its weights uploaded: the LoadedParts."""
     from ..runtime.device import get_device
+    from .default import DEFAULT_MODEL_NAME
+    source = DEFAULT_MODEL_NAME if where.origin == "default" else str(where.path)
     dev = device or get_device()
     # a bad context, pool size or dtype fails before the upload
     limit = dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
@@ -84,9 +86,13 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
     _say(verbose, f"uploading weights to the device (context {context} of the model's "
                   f"{config.max_position_embeddings})")
     gpu = GpuModel(weights, dev, kv_mb=kv_mb, page_tokens=page_tokens, kv_dtype=kv_dtype, context=context)
-    _say(verbose, f"{source} ready on {gpu.dev.name} ({gpu.weight_bytes / 1e6:.0f} MB of weights, "
+    gpu.lib.show_progress = verbose
+    _say(verbose, f"{where.name} ready on {gpu.dev.name} ({gpu.weight_bytes / 1e6:.0f} MB of weights, "
                   f"{time.perf_counter() - t0:.1f} s)")
-    return LoadedParts(config, tokenizer, gpu, source, template)
+    info.update(context=gpu.context, source=source)
+    if where.extra:
+        info.update(where.extra)
+    return LoadedParts(config, tokenizer, gpu, source, template, info)
 
 
 def _as_float(v):

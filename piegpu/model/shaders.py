@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.resources
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import CompileError
 
@@ -169,6 +170,28 @@ class ShaderLibrary:
         self.device = device
         self._kernels: dict = {}
         self._by_params: dict = {}
+        self.show_progress = True  # load_model(verbose=False) turns the compile bar off
+        self._depth = 0  # compiling() blocks open
+        self._bar = None
+
+    @contextlib.contextmanager
+    def compiling(self) -> Iterator[None]:
+        """Kernels compiled inside the block (a pass's plan: the first ones compile) count on one progress bar."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0 and self._bar is not None:
+                self._bar.close()
+                self._bar = None
+
+    def _count_compile(self) -> None:
+        if self._depth and self.show_progress:
+            if self._bar is None:
+                from ..progress import bar
+                self._bar = bar(None, "compiling shaders", unit="kernel")
+            self._bar.update(1)
 
     def kernel(self, name: str, params: dict, snippets: dict | None = None) -> Kernel:
         """The compiled kernel for shader `name` with these parameters and snippets."""
@@ -183,6 +206,7 @@ class ShaderLibrary:
             shown = {a: (b if len(str(b)) <= 40 else f"<{len(str(b))} chars>") for a, b in params.items()}
             label = f"{name}[{','.join(f'{a}={b}' for a, b in sorted(shown.items()))}]"
             k = self._kernels[key] = Kernel(self.device, src, label)
+            self._count_compile()
         self._by_params[memo] = k
         return k
 

@@ -156,13 +156,21 @@ def weights_from_gguf(config: LlamaConfig, raw: dict, norms_plus_one: bool = Fal
 
 
 def _page_dropper(arrays: list):
-    """A callable that drops the resident pages of the memory-mapped file the arrays view (madvise DONTNEED: a read-only
-    mapping's pages come back from the page cache if read again), or None if they view no mapped file."""
+    """A callable that drops the resident pages of the memory-mapped files the arrays view (madvise DONTNEED: a
+    read-only mapping's pages come back from the page cache if read again), or None if they view no mapped file."""
     import mmap
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    maps: dict = {}  # the shards of a split GGUF are one mapping each
     for a in arrays:
         while isinstance(a, np.ndarray) and not isinstance(a.base, mmap.mmap):
             a = a.base
-        if isinstance(a, np.ndarray) and hasattr(mmap, "MADV_DONTNEED"):
-            mapped = a.base
-            return lambda: mapped.madvise(mmap.MADV_DONTNEED)
-    return None
+        if isinstance(a, np.ndarray):
+            maps[id(a.base)] = a.base
+    if not maps:
+        return None
+
+    def drop() -> None:
+        for m in maps.values():
+            m.madvise(mmap.MADV_DONTNEED)
+    return drop

@@ -17,9 +17,13 @@ __all__ = ["build_app", "Engine", "serve", "served_model_id"]
 
 
 def served_model_id(model, path: str | None) -> str:
-    """The id the server answers to: the model folder's or file's name (the default model's own name)."""
+    """The id the server answers to: the name it was loaded by (org/repo:Q4_K_M, ollama:llama3.2:1b), else the model
+    folder's or file's name (the default model's own name)."""
     import re
     from pathlib import Path
+    info = getattr(model, "info", None) or {}
+    if info.get("origin") in ("hf", "ollama", "lmstudio"):
+        return info["name"]
     name = Path(path or model.source).name
     name = re.sub(r"\.gguf$", "", name)
     return re.sub(r"-[0-9a-f]{12}$", "", name)  # the converted-model cache folder's content hash

@@ -27,8 +27,10 @@ class Model:
     releases its device buffers.
     """
 
-    def __init__(self, config: LlamaConfig, tokenizer, gpu, source: str, chat_template: str | None):
+    def __init__(self, config: LlamaConfig, tokenizer, gpu, source: str, chat_template: str | None,
+                 info: dict | None = None):
         self.config = config
+        self._info = info if info is not None else {"name": source, "source": source}
         self.tokenizer = tokenizer
         self.gpu = gpu
         self.source = source
@@ -93,6 +95,12 @@ class Model:
                     self._default_pipeline = self.pipeline()
                 pipe = self._default_pipeline
         return pipe
+
+    @property
+    def info(self) -> dict:
+        """What the model is: name, source, architecture, parameters, quantization (by tensor type too), context,
+        vocab_size, layers, chat_template (whether it has one) -- what `piegpu models` and /props print."""
+        return dict(self._info, context=self.context, vocab_size=self.config.vocab_size)
 
     @property
     def context(self) -> int:
@@ -216,7 +224,11 @@ class Model:
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
                page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE, context: int | None = None) -> Model:
-    """Load the default model (None), a GGUF file, or a directory with config.json + safetensors.
+    """Load the default model (None), a GGUF file, a directory with config.json + safetensors, or a model by name.
+
+    Names: a Hugging Face repo id "org/repo[:QUANT][@REVISION]" ("hf:" optional; downloaded into huggingface_hub's
+    cache if it is not there; without :QUANT, Q4_K_M, else the smallest Q4-Q8 file), "ollama:NAME[:TAG]" (Ollama's
+    store, read in place), "lmstudio:PUBLISHER/REPO[:QUANT]" (LM Studio's folder). A local path wins over a name.
 
     context is the longest sequence (prompt + generated tokens; llama.cpp's -c): None picks the model's own where its
     KV fits the default budget (1 GiB, an eighth of RAM on CPU adapters), else the largest power of two that does
@@ -227,4 +239,4 @@ def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
     """
     p = load_parts(name_or_path, verbose=verbose, device=device, kv_mb=kv_mb, page_tokens=page_tokens,
                    kv_dtype=kv_dtype, context=context)
-    return Model(p.config, p.tokenizer, p.gpu, p.source, p.chat_template)
+    return Model(p.config, p.tokenizer, p.gpu, p.source, p.chat_template, p.info)

@@ -71,14 +71,16 @@ def add_hparams(w, config: LlamaConfig) -> None:
     w.add_rope_dimension_count(config.head_dim)
 
 
-def write_tiny_gguf(path: Path, config: LlamaConfig, weights: dict[str, np.ndarray], quant: str = "F32") -> Path:
-    """Write `weights` (HF names) as a llama.cpp GGUF, permuting Q/K rows like convert_hf_to_gguf."""
+def write_tiny_gguf(path: Path, config: LlamaConfig, weights: dict[str, np.ndarray], quant: str = "F32",
+                    split_max_tensors: int = 0) -> Path:
+    """Write `weights` (HF names) as a llama.cpp GGUF, permuting Q/K rows like convert_hf_to_gguf
+    (split_max_tensors > 0: gguf-split's shards NAME-0000i-of-0000n.gguf beside `path`)."""
     import gguf
 
     qtype = gguf.GGMLQuantizationType[quant]
     tokens = byte_level_vocab()
     assert len(tokens) == config.vocab_size, (len(tokens), config.vocab_size)
-    w = gguf.GGUFWriter(str(path), "llama")
+    w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
     w.add_name("tiny test llama")
     add_hparams(w, config)
     w.add_tokenizer_model("gpt2")
