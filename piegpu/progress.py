@@ -15,6 +15,7 @@ from typing import Iterator
 from tqdm import tqdm
 
 LINE_INTERVAL_S = 5.0  # a progress line at most this often
+LINE_DELAY_S = 2.0  # work done sooner than this writes no line
 
 _quiet = contextvars.ContextVar("piegpu_progress_quiet", default=False)
 _lines = [False]  # as_lines(): process-wide
@@ -66,7 +67,8 @@ class Bar(tqdm):
         kwargs["disable"] = m == "off"
         if m == "lines":  # every line kept, the last one too
             kwargs.pop("dynamic_ncols", None)
-            kwargs.update(file=_LineWriter(), mininterval=LINE_INTERVAL_S, ascii=True, ncols=100, leave=True)
+            kwargs.update(file=_LineWriter(), mininterval=LINE_INTERVAL_S, ascii=True, ncols=100, leave=True,
+                          delay=max(kwargs.get("delay") or 0, LINE_DELAY_S))
         else:
             kwargs.setdefault("file", sys.stderr)
         super().__init__(*args, **kwargs)
@@ -75,6 +77,8 @@ class Bar(tqdm):
 HubBar = Bar  # what huggingface_hub's downloads take as tqdm_class
 
 
-def bar(total: int | None, desc: str, unit: str = "it", **kwargs) -> Bar:
-    """A progress bar for `total` units of `desc` (use as a context manager; .update(n) as work is done)."""
-    return Bar(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, **kwargs)
+def bar(total: int | None, desc: str, unit: str = "it", delay: float = 0.0) -> Bar:
+    """A progress bar for `total` units of `desc` (None: a count), shown once the work has taken `delay` seconds
+    (use as a context manager; .update(n) as work is done)."""
+    fmt = None if total is not None else "{desc}: {n_fmt} " + unit + " [{elapsed}]"
+    return Bar(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True, delay=delay, bar_format=fmt)

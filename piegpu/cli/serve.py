@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ..model.kv_pool import DEFAULT_KV_DTYPE
 from .common import MODEL_HELP, add_context_arg, int_at_least
 
@@ -48,7 +50,6 @@ def _positive_seconds(text: str) -> float:
 def _cmd_serve_ray(args) -> int:
     """`piegpu serve --ray`: the same routes from N Ray Serve replicas (piegpu.server.ray)."""
     import os
-    import sys
 
     from ..server import ray as on_ray
     on_ray.require_ray()

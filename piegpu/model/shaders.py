@@ -190,7 +190,7 @@ class ShaderLibrary:
         if self._depth and self.show_progress:
             if self._bar is None:
                 from ..progress import bar
-                self._bar = bar(None, "compiling shaders", unit="kernel")
+                self._bar = bar(None, "compiling shaders", unit="kernels", delay=0.5)
             self._bar.update(1)
 
     def kernel(self, name: str, params: dict, snippets: dict | None = None) -> Kernel:

@@ -299,6 +299,7 @@ class LlamaCpp:
                 "model_path": _model_path(self.model.source), "chat_template": self.model.chat_template or "",
                 "chat_template_caps": {}, "modalities": {"vision": False, "audio": False},
                 "bos_token": token(cfg.bos_token_id), "eos_token": token((cfg.eos_token_ids or [None])[0]),
+                "model_info": self.model.info,  # piegpu's: what `piegpu models` prints of it
                 "build_info": f"piegpu {__version__}", "is_sleeping": False, "endpoint_slots": False,
                 "endpoint_props": False, "endpoint_metrics": True, "samplers_per_request": True}
 

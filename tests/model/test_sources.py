@@ -279,3 +279,18 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     with progress.quiet(), progress.bar(3, "quiet work") as b:
         b.update(3)
     assert tty.getvalue() == ""
+
+
+def test_progress_as_log_lines(monkeypatch, capsys):
+    """`piegpu serve` logs progress as whole lines (no carriage returns), and work quicker than the delay writes none."""
+    from piegpu import progress
+    monkeypatch.setattr(progress, "_lines", [True])
+    monkeypatch.setattr(progress, "LINE_DELAY_S", 0.0)
+    with progress.bar(2, "downloading x.gguf", unit="B") as b:
+        b.update(2)
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.splitlines()[-1].startswith("piegpu: downloading x.gguf: 100%"), err
+    monkeypatch.setattr(progress, "LINE_DELAY_S", 60.0)
+    with progress.bar(2, "quick work") as b:
+        b.update(2)
+    assert capsys.readouterr().err == ""

@@ -219,6 +219,9 @@ def test_props(server, default_model):
     assert d["params"]["temperature"] == 0.8 and d["params"]["top_k"] == 40 and d["params"]["n_predict"] == -1
     assert p["total_slots"] >= 1 and p["model_path"] and p["chat_template"] == (default_model.chat_template or "")
     assert piegpu.__version__ in p["build_info"] and p["modalities"] == {"vision": False, "audio": False}
+    info = p["model_info"]
+    assert info == json.loads(json.dumps(default_model.info)) and info["context"] == d["n_ctx"]
+    assert (info["architecture"], info["quantization"], info["chat_template"]) == ("LlamaForCausalLM", "Q4_1", True)
 
 
 LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
