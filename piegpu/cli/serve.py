@@ -86,7 +86,7 @@ def _cmd_serve(args) -> int:
     from ..textgen.model import load_model
     from ..server import serve
     if not sys.stderr.isatty():  # a server's stderr is a log: progress as lines
-        from ..progress import as_lines
+        from ..runtime.progress import as_lines
         as_lines()
     model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype, context=args.ctx)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,

@@ -41,7 +41,7 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
                context: int | None = None) -> LoadedParts:
     """Read and upload the default model (None), a GGUF file (used in place), a directory with config.json +
     safetensors, or a model by name (model/sources: Hugging Face, Ollama, LM Studio)."""
-    from ..progress import quiet
+    from ..runtime.progress import quiet
     from .facts import dir_facts, gguf_facts
     from .sources import resolve
     t0 = time.perf_counter()

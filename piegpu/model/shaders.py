@@ -189,7 +189,7 @@ class ShaderLibrary:
     def _count_compile(self) -> None:
         if self._depth and self.show_progress:
             if self._bar is None:
-                from ..progress import bar
+                from ..runtime.progress import bar
                 self._bar = bar(None, "compiling shaders", unit="kernels", delay=0.5)
             self._bar.update(1)
 

@@ -230,13 +230,13 @@ class _File:
         self.path, self.size = path, size
 
 
-def test_download_calls_huggingface_hub(stores, files, monkeypatch):
+def test_download_calls_huggingface_hub(stores, files, monkeypatch, capsys):
     """Online: the file list from HfApi, each shard of the chosen quantization fetched with hf_hub_download (repo,
     filename, revision) and piegpu's progress bar; a gated repo's error is explained."""
     import huggingface_hub
     from huggingface_hub import constants as hub_constants, errors
     from piegpu.model.sources import resolve
-    from piegpu.progress import Bar
+    from piegpu.runtime.progress import Bar
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
     listed = {"org/big-GGUF": ["big-Q8_0.gguf", "Q4_K_M/big-Q4_K_M-00001-of-00002.gguf",
                                "Q4_K_M/big-Q4_K_M-00002-of-00002.gguf", "mmproj-big-f16.gguf", "README.md"]}
@@ -261,10 +261,17 @@ def test_download_calls_huggingface_hub(stores, files, monkeypatch):
     assert calls == [("org/big-GGUF", "big-Q8_0.gguf", None, Bar)]
     with pytest.raises(ModelError, match="gated repository.*accept the terms.*HF_TOKEN"):
         resolve("org/gated")
+    from piegpu.cli import main
+    from piegpu.server import served_model_id
+    assert main(["models", "pull", "org/big-GGUF:Q8_0"]) == 0
+    assert capsys.readouterr().out.strip() == str(files["Q8_0"])
+    assert main(["models", "pull", "ollama:tiny"]) == 2 and "never writes" in capsys.readouterr().err
+    model = type("M", (), {"info": {"origin": "hf", "name": "org/big-GGUF:Q8_0"}, "source": str(files["Q8_0"])})
+    assert served_model_id(model, "org/big-GGUF:q8_0") == "org/big-GGUF:Q8_0"  # the server answers to the name
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch):
-    from piegpu import progress
+    from piegpu.runtime import progress
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -283,7 +290,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
 
 def test_progress_as_log_lines(monkeypatch, capsys):
     """`piegpu serve` logs progress as whole lines (no carriage returns), and work quicker than the delay writes none."""
-    from piegpu import progress
+    from piegpu.runtime import progress
     monkeypatch.setattr(progress, "_lines", [True])
     monkeypatch.setattr(progress, "LINE_DELAY_S", 0.0)
     with progress.bar(2, "downloading x.gguf", unit="B") as b:

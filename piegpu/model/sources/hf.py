@@ -103,7 +103,7 @@ def resolve(repo_id: str, quant: str | None, revision: str | None, say) -> Path:
 def download_group(repo_id: str, revision: str | None, group: GgufGroup, at: str) -> Path:
     """Every file of `group` in the cache (downloaded where missing, with a progress bar); the first one's path."""
     from huggingface_hub import errors
-    from ...progress import HubBar
+    from ...runtime.progress import HubBar
     paths = []
     for name in group.files:
         try:
@@ -122,7 +122,7 @@ def download_group(repo_id: str, revision: str | None, group: GgufGroup, at: str
 
 def _download_snapshot(repo_id: str, revision: str | None, at: str) -> Path:
     from huggingface_hub import errors
-    from ...progress import HubBar
+    from ...runtime.progress import HubBar
     try:
         return Path(_hub().snapshot_download(repo_id, revision=revision, allow_patterns=SAFETENSORS_FILES,
                                              tqdm_class=HubBar))
