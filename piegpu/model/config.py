@@ -29,6 +29,7 @@ _NEUTRAL: dict[str, tuple] = {
     "final_logit_softcapping": (None,),
     "query_pre_attn_scalar": (None,),
     "quantization_config": (None,),
+    "quantization": (None,),  # mlx-lm's quantized checkpoints (mlx-community/...)
     "attention_chunk_size": (None,),
     "no_rope_layers": (None,),
     "use_qk_norm": (None, False),
@@ -45,6 +46,8 @@ _WHY = {
     "mlp_bias": "piegpu's MLP projections have no bias",
     "quantization_config": "pre-quantized HF weights (GPTQ/AWQ/bitsandbytes) are not read; use the "
                            "float checkpoint or a GGUF file",
+    "quantization": "MLX-quantized weights (mlx-lm, mlx-community/...) are not read; use the float checkpoint or a "
+                    "GGUF file of the model",
     "num_experts": "mixture-of-experts layers are not implemented",
     "num_local_experts": "mixture-of-experts layers are not implemented",
 }

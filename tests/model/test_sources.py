@@ -142,6 +142,7 @@ def test_split_gguf_reads_every_shard(files):
 
 def test_load_by_name_gives_the_files_model(stores, files):
     import piegpu
+    before = {k: _tree(stores[k]) for k in ("ollama", "lmstudio", "hub")}
     ids = [1, 5, 9, 3]
     with piegpu.load_model(files["Q8_0"], verbose=False) as m:
         want = m.logits(ids)
@@ -159,11 +160,17 @@ def test_load_by_name_gives_the_files_model(stores, files):
         assert m.info["format"] == "safetensors" and m.info["origin"] == "hf"
     with piegpu.load_model("testorg/split-GGUF", verbose=False) as m:
         assert m.info["quantization"] == "Q5_0" and np.isfinite(m.logits(ids)).all()
+    assert {k: _tree(stores[k]) for k in ("ollama", "lmstudio", "hub")} == before  # read, never written
 
 
-def test_piegpu_models_lists_each_store(stores, capsys):
+def test_piegpu_models_lists_each_store(stores, files, capsys):
     from piegpu.cli import main
     before = {k: _tree(stores[k]) for k in ("ollama", "lmstudio")}
+    mlx = {p.name: p for p in Path(files["dir"]).iterdir() if p.is_file()}  # an mlx-lm 4-bit repo's config
+    config = json.loads(mlx["config.json"].read_text())
+    mlx["config.json"] = stores["hub"].parent / "config.json"
+    mlx["config.json"].write_text(json.dumps({**config, "quantization": {"group_size": 64, "bits": 4}}))
+    _hf_repo(stores["hub"], "mlx-community/tiny-4bit", mlx)
     assert main(["models", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     for name in ("testorg/tiny-GGUF:Q8_0", "testorg/tiny-GGUF:Q4_0", "testorg/split-GGUF:Q5_0", "testorg/tiny-st",
@@ -173,6 +180,7 @@ def test_piegpu_models_lists_each_store(stores, capsys):
         assert r["size_bytes"] > 0 and r["parameters"] > 0 and r["vocab_size"] > 0 and Path(r["path"]).exists()
     assert rows["testorg/tiny-st"]["quantization"] == "F32" and rows["ollama:tiny:q4"]["quantization"] == "Q4_0"
     assert not any("mmproj" in n for n in rows)
+    assert not rows["mlx-community/tiny-4bit"]["runnable"] and "MLX" in rows["mlx-community/tiny-4bit"]["reason"]
     assert main(["models"]) == 0
     table = capsys.readouterr().out
     assert table.splitlines()[0].split()[:4] == ["NAME", "ARCH", "PARAMS", "QUANT"] and "ollama:tiny:q4" in table

@@ -79,11 +79,7 @@ def _hf_cache() -> Iterator[Entry]:
         files = {str(f.file_path.relative_to(rev.snapshot_path)).replace(os.sep, "/"): f.size_on_disk
                  for f in rev.files}
         groups = gguf_groups(files)
-        quants = [g.quant for g in groups]
-        for g in groups:
-            unique = g.quant is not None and quants.count(g.quant) == 1
-            name = f"{repo.repo_id}:{g.quant}{at}" if unique else str(rev.snapshot_path / g.first)
-            yield Entry(name, rev.snapshot_path / g.first, "hf", True)
+        yield from _group_entries(groups, rev.snapshot_path, lambda q: f"{repo.repo_id}:{q}{at}", "hf")
         if not groups and "config.json" in files and any(f.endswith(".safetensors") for f in files):
             yield Entry(repo.repo_id + at, rev.snapshot_path, "hf", False)
 
@@ -100,9 +96,13 @@ def _ollama() -> Iterator[Entry]:
 def _lmstudio() -> Iterator[Entry]:
     from . import lmstudio
     for repo, folder in lmstudio.list_repos():
-        groups = lmstudio.folder_groups(folder)
-        quants = [g.quant for g in groups]
-        for g in groups:
-            unique = g.quant is not None and quants.count(g.quant) == 1
-            yield Entry(f"lmstudio:{repo}:{g.quant}" if unique else str(folder / g.first), folder / g.first,
-                        "lmstudio", True)
+        yield from _group_entries(lmstudio.folder_groups(folder), folder, lambda q: f"lmstudio:{repo}:{q}",
+                                  "lmstudio")
+
+
+def _group_entries(groups: list, folder: Path, name_of, origin: str) -> Iterator[Entry]:
+    """An entry per GGUF group of one folder: named by its quantization where that is unique there, else by path."""
+    quants = [g.quant for g in groups]
+    for g in groups:
+        unique = g.quant is not None and quants.count(g.quant) == 1
+        yield Entry(name_of(g.quant) if unique else str(folder / g.first), folder / g.first, origin, True)
