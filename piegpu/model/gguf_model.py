@@ -29,7 +29,7 @@ from . import gguf_arch
 from .gguf_convert import RawTensor, _check_complete, _field, _qk_heads, config_from_gguf, gguf_architecture, \
     hf_tensor_name
 from .gguf_file import GgufFile
-from .gpu_weights import GGML_FORMATS
+from .gpu_weights import READABLE_TYPES
 
 
 @dataclass
@@ -53,9 +53,9 @@ def tensors_in_place(reader: Any, config: LlamaConfig, source: str) -> dict:
         if t.name == gguf_arch.ROPE_FREQS:  # read into config.rope
             continue
         name = hf_tensor_name(t.name, source, arch)
-        if t.tensor_type.name not in GGML_FORMATS:
+        if t.tensor_type.name not in READABLE_TYPES:
             raise ModelError(f"{source}: tensor {t.name!r} is {t.tensor_type.name}, which piegpu does not read; "
-                             f"supported GGML types: {', '.join(GGML_FORMATS)}. Fix: requantize the model to one "
+                             f"supported GGML types: {', '.join(READABLE_TYPES)}. Fix: requantize the model to one "
                              "of them (llama-quantize), e.g. Q4_K_M")
         shape = tuple(int(d) for d in reversed(t.shape.tolist()))
         rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1

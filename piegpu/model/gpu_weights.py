@@ -29,6 +29,25 @@ GGML_FORMATS = {
     "Q8_0": ("q8_0", 34, 32), "Q4_K": ("q4_k", 144, 256), "Q5_K": ("q5_k", 176, 256), "Q6_K": ("q6_k", 210, 256),
 }
 FORMAT_GGML = {fmt: name for name, (fmt, _, _) in GGML_FORMATS.items()}
+# IQ4_NL's 16 non-linear levels (llama.cpp's kvalues_iq4nl): weight = d * level[nibble]
+IQ4_NL_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
+
+
+def _iq4_nl_as_q8_0(blocks: np.ndarray) -> np.ndarray:
+    """IQ4_NL blocks (uint8 [n, 18]: f16 d, 16 bytes of nibbles, weight j the low nibble of byte j for j < 16, the high
+    one of byte j - 16 after) as Q8_0 blocks [n, 34] of the same values: d kept, the levels as int8 quants (exact)."""
+    out = np.empty((blocks.shape[0], 34), np.uint8)
+    out[:, :2] = blocks[:, :2]
+    qs = blocks[:, 2:]
+    out[:, 2:] = IQ4_NL_LEVELS[np.concatenate([qs & 15, qs >> 4], axis=1)].view(np.uint8)
+    return out
+
+
+# GGML types without a shader of their own: (type they are converted to at load, exactly; bytes, weights a block;
+# the converter of blocks [n, bytes]). IQ4_NL as Q8_0: 34 bytes a block on the device against the file's 18, at Q8_0's
+# speed (a 16-entry table lookup in the matvec's inner loop is what lavapipe runs slowest).
+CONVERTED_TYPES = {"IQ4_NL": ("Q8_0", 18, 32, _iq4_nl_as_q8_0)}
+READABLE_TYPES = tuple(GGML_FORMATS) + tuple(CONVERTED_TYPES)  # what a GGUF's matrices may be
 ROW_ALIGN = 64  # chunk boundaries keep whole invocations (R rows) and row pairs together
 TEXEL_ROW = 4096  # texels per texture row (shaders/blocks/texture_weights.wgsl splits an index at 4096)
 TEXTURE_ROWS = 8192  # texture rows a chunk may use: WebGPU's default max-texture-dimension-2d
@@ -86,13 +105,29 @@ def pack_dense(w: np.ndarray, fmt: str, what: str = "matrix") -> HostMatrix:
     return HostMatrix(fmt, rows, cols, data.view(np.uint8).reshape(rows, -1))
 
 
-def pack_ggml(ggml_type: str, data: np.ndarray, cols: int, what: str = "matrix") -> HostMatrix:
-    """GGUF rows of blocks (uint8 [rows, row_bytes]) as a matrix the shaders read in place (no copy)."""
+def pack_ggml(ggml_type: str, data: np.ndarray, cols: int, what: str = "matrix", convert: bool = True) -> HostMatrix:
+    """GGUF rows of blocks (uint8 [rows, row_bytes]) as a matrix the shaders read in place (no copy); a type of
+    CONVERTED_TYPES is converted to its stand-in (convert=False: only checked, the file's rows returned)."""
+    if ggml_type in CONVERTED_TYPES:
+        target, block_bytes, block_elems, conv = CONVERTED_TYPES[ggml_type]
+        raw = _checked_rows(ggml_type, data, cols, what, block_bytes, block_elems)
+        if not convert:
+            return HostMatrix(GGML_FORMATS[target][0], raw.shape[0], cols, raw)
+        rows = raw.shape[0]
+        out = conv(np.ascontiguousarray(raw).reshape(-1, block_bytes)).reshape(rows, -1)
+        return pack_ggml(target, out, cols, what)
     if ggml_type not in GGML_FORMATS:
         raise ModelError(f"{what}: GGUF type {ggml_type} is not supported; piegpu reads "
-                         f"{', '.join(GGML_FORMATS)}. Fix: requantize the model to one of them (llama-quantize)")
-    _check_cols(cols, what)
+                         f"{', '.join(READABLE_TYPES)}. Fix: requantize the model to one of them (llama-quantize)")
     fmt, block_bytes, block_elems = GGML_FORMATS[ggml_type]
+    rows = _checked_rows(ggml_type, data, cols, what, block_bytes, block_elems)
+    return HostMatrix(fmt, rows.shape[0], cols, rows)
+
+
+def _checked_rows(ggml_type: str, data: np.ndarray, cols: int, what: str, block_bytes: int,
+                  block_elems: int) -> np.ndarray:
+    """`data` as uint8 rows of whole `ggml_type` blocks, checked against `cols` (ModelError otherwise)."""
+    _check_cols(cols, what)
     if cols % block_elems:
         raise ModelError(f"{what}: {cols} columns is not a whole number of {ggml_type} blocks ({block_elems})")
     want = cols // block_elems * block_bytes
@@ -102,7 +137,7 @@ def pack_ggml(ggml_type: str, data: np.ndarray, cols: int, what: str = "matrix")
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != want:
         raise ModelError(f"{what}: {ggml_type} rows of {cols} weights take {want} bytes, got an array "
                          f"{data.dtype} {list(data.shape)}; the GGUF tensor is corrupt -- re-download it")
-    return HostMatrix(fmt, data.shape[0], cols, data)
+    return data
 
 
 def dequantize(m: HostMatrix) -> np.ndarray:

@@ -252,6 +252,22 @@ def quantize_k(w: np.ndarray, qtype: str) -> np.ndarray:
     return out.reshape(rows, -1)
 
 
+def quantize_iq4_nl(w: np.ndarray) -> np.ndarray:
+    """IQ4_NL blocks (uint8 [rows, 18 a block]) of w: d from the block's largest magnitude (it maps to level -127, as
+    llama.cpp starts its search), each weight the nearest of the 16 levels (no search over d: a valid, rougher file)."""
+    from piegpu.model.gpu_weights import IQ4_NL_LEVELS
+    rows, cols = w.shape
+    b = np.asarray(w, np.float32).reshape(-1, 32)
+    big = b[np.arange(len(b)), np.abs(b).argmax(axis=1)]
+    d = (big / np.float32(-127)).astype(np.float16)
+    inv = np.where(d != 0, 1 / d.astype(np.float32), 0)[:, None]
+    idx = np.abs(b[:, :, None] * inv[:, :, None] - IQ4_NL_LEVELS.astype(np.float32)).argmin(axis=2).astype(np.uint8)
+    out = np.empty((len(b), 18), np.uint8)
+    out[:, :2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = idx[:, :16] | (idx[:, 16:] << 4)
+    return out.reshape(rows, -1)
+
+
 def quantize_any(w: np.ndarray, qtype: str) -> tuple:
     """(GGUF data, type actually used) for a matrix: K-quants of rows that are not whole 256-weight
     super-blocks fall back as llama.cpp's quantizer does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0)."""
@@ -262,6 +278,8 @@ def quantize_any(w: np.ndarray, qtype: str) -> tuple:
         qtype = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}[qtype]
     if qtype == "F32":
         return np.ascontiguousarray(w, np.float32), qtype
+    if qtype == "IQ4_NL":  # gguf-py dequantizes IQ4_NL but cannot quantize it
+        return quantize_iq4_nl(w), qtype
     t = gguf.GGMLQuantizationType[qtype]
     return gguf.quants.quantize(np.ascontiguousarray(w, np.float32), t), qtype
 

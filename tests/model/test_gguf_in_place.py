@@ -119,15 +119,15 @@ def test_unsupported_quant_type_names_file_tensor_and_type(tmp_path):
     path = write_tiny_gguf(tmp_path / "t.gguf", cfg, random_weights(cfg), "Q8_0")
     data = bytearray(path.read_bytes())
     f = GgufFile(path)
-    # retype blk.0.attn_q.weight (Q8_0, 34-byte blocks) as IQ4_NL (18-byte blocks: the tensor just gets shorter)
+    # retype blk.0.attn_q.weight (Q8_0, 34-byte blocks) as MXFP4 (17-byte blocks: the tensor just gets shorter)
     name = b"blk.0.attn_q.weight"
     at = data.index(name) + len(name)
     n_dims = int.from_bytes(data[at: at + 4], "little")
     type_at = at + 4 + 8 * n_dims
     assert int.from_bytes(data[type_at: type_at + 4], "little") == gguf.GGMLQuantizationType.Q8_0
-    data[type_at: type_at + 4] = int(gguf.GGMLQuantizationType.IQ4_NL).to_bytes(4, "little")
+    data[type_at: type_at + 4] = int(gguf.GGMLQuantizationType.MXFP4).to_bytes(4, "little")
     bad = tmp_path / "iq4.gguf"
     bad.write_bytes(bytes(data))
     assert f.tensors  # the original parses
-    with pytest.raises(ModelError, match=r"iq4.gguf: tensor 'blk.0.attn_q.weight' is IQ4_NL.*Q4_K.*llama-quantize"):
+    with pytest.raises(ModelError, match=r"iq4.gguf: tensor 'blk.0.attn_q.weight' is MXFP4.*Q4_K.*IQ4_NL.*llama-quantize"):
         load_model(bad, verbose=False)

@@ -321,3 +321,29 @@ def test_texture_layout_across_texel_rows_and_chunks(gpu, gtype, monkeypatch):
         np.testing.assert_array_equal(device_embed(gpu, m), W)
         tol = 4 * cols * np.finfo(np.float32).eps * (np.abs(W) @ np.abs(x))
         assert (np.abs(device_matvec(gpu, m, x) - W.astype(np.float64) @ x) <= tol).all()
+
+
+def test_iq4_nl_is_q8_0_of_the_same_values(tmp_path, gpu):
+    """IQ4_NL (no shader of its own) is converted at load to Q8_0 blocks of exactly gguf's values; a model of it gives
+    the numpy reference's logits on gguf's dequantization of the file."""
+    import gguf
+    from gguf.quants import dequantize as gguf_dequantize
+    from modeltest_helpers import write_checkpoint_gguf
+    from test_family_gguf import FIXTURES, gguf_reference
+    import piegpu
+    rng = np.random.default_rng(7)
+    rows, cols = 24, 96
+    blocks = rng.integers(0, 256, (rows * cols // 32, 18), dtype=np.uint8)
+    d = (rng.standard_normal(len(blocks)) * 10.0 ** rng.integers(-4, 1, len(blocks))).astype(np.float16)
+    blocks[:, :2] = d.view(np.uint8).reshape(-1, 2)
+    m = pack_ggml("IQ4_NL", blocks.reshape(rows, -1), cols, "w")
+    want = np.asarray(gguf_dequantize(blocks.reshape(rows, -1), gguf.GGMLQuantizationType.IQ4_NL), np.float32)
+    assert m.fmt == "q8_0" and np.array_equal(dequantize(m).view(np.uint32), want.reshape(rows, cols).view(np.uint32))
+    path = tmp_path / "llama3.IQ4_NL.gguf"
+    assert set(write_checkpoint_gguf(FIXTURES / "llama3", path, "IQ4_NL").values()) == {"IQ4_NL"}
+    ids = [1, 17, 42, 99, 7, 3]
+    ref = gguf_reference(path, ids)
+    with piegpu.load_model(path, verbose=False, kv_dtype="f32") as model:
+        assert model.info["quantization"] == "IQ4_NL" and set(model.info["tensor_types"]) == {"IQ4_NL"}
+        got = model.logits(ids)
+    assert float(np.abs(got - ref).max()) < 2e-4 * max(1.0, float(np.abs(ref).max()))
