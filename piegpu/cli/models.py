@@ -31,8 +31,9 @@ def _cell(row: dict, key: str) -> str:
     return "-" if v is None else str(v)
 
 
-def print_table(rows: list[dict], out=sys.stdout) -> None:
-    """The rows as a text table; why a model cannot run is footnoted below it."""
+def print_table(rows: list[dict], out=None) -> None:
+    """The rows as a text table (on stdout by default); why a model cannot run is footnoted below it."""
+    out = out or sys.stdout
     table = [[h for h, _ in COLUMNS]] + [[_cell(r, k) for _, k in COLUMNS] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS) - 1)]
     for line in table:
