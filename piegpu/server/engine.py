@@ -21,6 +21,7 @@ from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
 from ..samplers.rows import RowSampling
 from ..textgen.tokens import TokenOutput, admit, finish_reason
 from .jobs import Choice, EngineStats, EngineStopped, Guarded, Job, QueueFull
+from .latency import Latencies
 from .prefix_cache import PrefixCache
 from .text import TokenText
 
@@ -65,6 +66,7 @@ class Engine:
         self.error: BaseException | None = None
         self.completed = 0
         self.stats = EngineStats(window=self.batch.window)
+        self.latency = Latencies()  # TTFT, inter-token, queue and end-to-end histograms (GET /metrics)
 
     # ---- the HTTP side (any thread) ----------------------------------------------------------
     def start(self) -> None:
@@ -290,6 +292,7 @@ class Engine:
         ws = self.model.working_set(max(size, n))
         sess = self.model.session(ws)
         job.started = time.perf_counter()
+        self.latency.queue.observe(job.started - job.submitted)
         if n:
             if source is not None:
                 ws.share_from(source.ws, n)  # a partly filled last page is copied when one of them writes into it
@@ -322,7 +325,13 @@ class Engine:
             try:
                 c.tokens += 1
                 self.stats.tokens_predicted += 1
-                job.first_token = job.first_token or time.perf_counter()
+                now = time.perf_counter()
+                if not job.first_token:
+                    job.first_token = now
+                    self.latency.ttft.observe(now - job.submitted)
+                if c.last_token:
+                    self.latency.itl.observe(now - c.last_token)
+                c.last_token = now
                 entry = None
                 if c.params.logprobs:
                     top = seq.top_logprobs[-1] if c.params.top_logprobs else []
@@ -381,6 +390,8 @@ class Engine:
         self.completed += 1
         job.finished = time.perf_counter()
         self.stats.requests_finished += 1
+        if not cancelled and job.choices and all(c.finish_reason in ("stop", "length") for c in job.choices):
+            self.latency.e2e.observe(job.finished - job.submitted)
         longest = len(job.prompt_ids) + max((c.tokens for c in job.choices), default=0)
         self.stats.n_tokens_max = max(self.stats.n_tokens_max, longest)
         usage = {"prompt_tokens": len(job.prompt_ids), "completion_tokens": sum(c.tokens for c in job.choices),

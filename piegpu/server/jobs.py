@@ -22,6 +22,7 @@ class Choice:
     finish_reason: str = ""
     tokens: int = 0
     error: str = ""  # what went wrong in this choice alone (its job fails; the batch goes on)
+    last_token: float = 0.0  # perf_counter when its latest token was drawn (inter-token latency)
 
 
 class Guarded:

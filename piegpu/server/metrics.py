@@ -3,7 +3,7 @@
 llama.cpp's metric names (llamacpp:*, as its tools/server/README.md lists them) from the
 engine's EngineStats, plus piegpu's own (piegpu:*): requests by state, the KV page pool and
 the prefix cache. Written by hand (no prometheus_client dependency): one `# HELP` and one
-`# TYPE` line per metric, then `name value`.
+`# TYPE` line per metric, then `name value` (histograms: `name_bucket{le=...}`, `name_sum`, `name_count`).
 """
 
 from __future__ import annotations
@@ -79,8 +79,13 @@ def metric_rows(engine) -> list:
 
 
 def prometheus_text(engine) -> str:
-    """The Prometheus text exposition of the engine's metrics."""
+    """The Prometheus text exposition of the engine's metrics, the latency histograms last."""
     lines = []
     for name, kind, text, value in metric_rows(engine):
         lines += [f"# HELP {name} {_escape_help(text)}", f"# TYPE {name} {kind}", f"{name} {_value(value)}"]
+    for name, text, hist in engine.latency.rows():
+        buckets, total, count = hist.snapshot()
+        lines += [f"# HELP {name} {_escape_help(text)}", f"# TYPE {name} histogram"]
+        lines += [f'{name}_bucket{{le="{_value(bound)}"}} {n}' for bound, n in buckets]
+        lines += [f"{name}_sum {_value(total)}", f"{name}_count {count}"]
     return "\n".join(lines) + "\n"

@@ -228,7 +228,8 @@ LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
 
 
 def parse_prometheus(text: str) -> dict:
-    """name -> value of a Prometheus text exposition; every sample has one HELP and one TYPE line before it."""
+    """name (with its labels) -> value of a Prometheus text exposition; every sample has one HELP and one TYPE line
+    before it (a histogram's _bucket, _sum and _count samples: its own name's)."""
     helps, types, values = set(), {}, {}
     assert text.endswith("\n")
     for line in text.splitlines():
@@ -244,9 +245,25 @@ def parse_prometheus(text: str) -> dict:
             m = LINE.match(line)
             assert m, f"not a sample line: {line!r}"
             name = m.group(1)
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            if base != name and types.get(base) == "histogram":
+                assert (m.group(2) is not None) == name.endswith("_bucket"), line
+                values[name + (m.group(2) or "")] = float(m.group(3))
+                continue
             assert name in helps and name in types, f"{name} has no HELP/TYPE line"
             values[name] = float(m.group(3))
     return values
+
+
+def histogram(values: dict, name: str) -> tuple:
+    """([(le, cumulative count)], sum, count) of histogram `name` in parse_prometheus' output; the buckets rise to the
+    +Inf one, which equals the count."""
+    buckets = sorted((float(k.split('le="')[1].rstrip('"}')), v) for k, v in values.items()
+                     if k.startswith(name + "_bucket{"))
+    counts = [n for _, n in buckets]
+    assert buckets and buckets[-1][0] == float("inf") and counts == sorted(counts), buckets
+    assert counts[-1] == values[name + "_count"]
+    return buckets, values[name + "_sum"], values[name + "_count"]
 
 
 def test_metrics_prometheus_text_and_counters_increase(server):
@@ -263,6 +280,14 @@ def test_metrics_prometheus_text_and_counters_increase(server):
     assert after["llamacpp:prompt_tokens_total"] > before["llamacpp:prompt_tokens_total"]
     assert after["piegpu:requests_finished_total"] >= before["piegpu:requests_finished_total"] + 1
     assert after["llamacpp:predicted_tokens_seconds"] > 0 and after["piegpu:kv_pages_total"] > 0
+    grew = {}
+    for name in ("time_to_first_token", "inter_token_latency", "request_queue_time", "e2e_request_latency"):
+        _, total, count = histogram(after, f"piegpu:{name}_seconds")
+        grew[name] = count - histogram(before, f"piegpu:{name}_seconds")[2]
+        assert total >= 0
+    # this request: one first token, 4 gaps between its 5 tokens, one queue time, one end-to-end (others may overlap)
+    assert grew["time_to_first_token"] >= 1 and grew["inter_token_latency"] >= 4, grew
+    assert grew["request_queue_time"] >= 1 and grew["e2e_request_latency"] >= 1, grew
 
 
 def test_bad_inputs_are_400s_naming_the_field(server):
