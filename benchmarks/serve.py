@@ -1,4 +1,5 @@
-"""Serving benchmark: aggregate tokens/s and time to first token at 1, 4 and 16 concurrent streaming clients.
+"""Serving benchmark: aggregate tokens/s, time to first token and inter-token latency at 1, 4 and 16 concurrent
+streaming clients.
 
 Starts `piegpu serve` on a free loopback port (or uses --url), then for each concurrency C runs C
 client threads with the official openai client, each streaming --requests chat completions
@@ -29,8 +30,10 @@ TOPICS = ["the sea", "a city at night", "autumn leaves", "a robot", "coffee", "m
 
 def run_clients(client, model: str, clients: int, requests: int, tokens: int,
                 task: str = "Write a long poem about {}.") -> dict:
-    """C threads, each streaming `requests` chats in turn; returns tokens, wall time and TTFTs."""
+    """C threads, each streaming `requests` chats in turn; returns tokens, wall time, TTFTs and inter-token latencies
+    (the gaps between a stream's content chunks, as the client receives them)."""
     ttfts: list = []
+    gaps: list = []
     counts: list = []
     errors: list = []
 
@@ -38,15 +41,20 @@ def run_clients(client, model: str, clients: int, requests: int, tokens: int,
         for r in range(requests):
             topic = TOPICS[(i * requests + r) % len(TOPICS)]
             t0 = time.perf_counter()
-            first = None
+            first = last = None
             n = 0
             try:
                 for ch in client.chat.completions.create(
                         model=model, messages=[{"role": "user", "content": task.format(topic)}],
                         max_tokens=tokens, temperature=0.8, seed=i * 100 + r, stream=True,
                         stream_options={"include_usage": True}):
-                    if ch.choices and ch.choices[0].delta.content and first is None:
-                        first = time.perf_counter() - t0
+                    if ch.choices and ch.choices[0].delta.content:
+                        now = time.perf_counter()
+                        if first is None:
+                            first = now - t0
+                        else:
+                            gaps.append(now - last)
+                        last = now
                     if ch.usage is not None:
                         n = ch.usage.completion_tokens
             except Exception as e:  # noqa: BLE001 -- counted and reported
@@ -62,11 +70,18 @@ def run_clients(client, model: str, clients: int, requests: int, tokens: int,
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    q = sorted(ttfts)
     return {"clients": clients, "requests": len(counts), "tokens": sum(counts), "wall_s": wall,
             "tokens_per_s": sum(counts) / wall if wall > 0 else 0.0,
-            "ttft_p50_s": statistics.median(q) if q else None,
-            "ttft_p95_s": q[min(len(q) - 1, int(round(0.95 * (len(q) - 1))))] if q else None, "errors": errors}
+            "ttft_p50_s": _quantile(ttfts, 0.5), "ttft_p95_s": _quantile(ttfts, 0.95),
+            "itl_p50_s": _quantile(gaps, 0.5), "itl_p95_s": _quantile(gaps, 0.95), "errors": errors}
+
+
+def _quantile(values: list, q: float) -> float | None:
+    """The q-quantile of values (the nearest rank; the median for 0.5), None for none."""
+    if not values:
+        return None
+    v = sorted(values)
+    return statistics.median(v) if q == 0.5 else v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
 
 
 def _engine_stats(url: str) -> dict:
@@ -128,10 +143,11 @@ def main(argv=None) -> int:
     print(f"piegpu serve on {url}: {args.requests} streamed chat requests per client, max_tokens {args.tokens}, "
           "temperature 0.8")
     print(f"{'clients':>7} {'requests':>8} {'tokens':>6} {'wall s':>7} {'tokens/s':>9} {'x 1 client':>10} "
-          f"{'TTFT p50':>9} {'TTFT p95':>9}")
+          f"{'TTFT p50':>9} {'TTFT p95':>9} {'ITL p50':>8} {'ITL p95':>8}")
     for r in rows:
         print(f"{r['clients']:>7} {r['requests']:>8} {r['tokens']:>6} {r['wall_s']:>7.1f} {r['tokens_per_s']:>9.1f} "
-              f"{r['tokens_per_s'] / base:>10.2f} {r['ttft_p50_s']:>8.2f}s {r['ttft_p95_s']:>8.2f}s"
+              f"{r['tokens_per_s'] / base:>10.2f} {r['ttft_p50_s']:>8.2f}s {r['ttft_p95_s']:>8.2f}s "
+              f"{1000 * (r['itl_p50_s'] or 0):>6.0f}ms {1000 * (r['itl_p95_s'] or 0):>6.0f}ms"
               + (f"  {len(r['errors'])} errors" if r["errors"] else ""))
     for r in rows:
         e = r.get("engine") or {}

@@ -42,9 +42,10 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.batch = Batch(model, RowSampling(self.vocab), max_batch=max_batch, prefill_chunk=prefill_chunk,
                            window=window)
-        # a request arrived or left, or the server is stopping (the grace time is checked between runs):
-        # the run ends at its next read
-        self.batch.interrupt = lambda: self._poked or self._stopping
+        # a request arrived or left, the server is stopping (the grace time is checked between runs), or a waiting
+        # request could take its next prefill chunk now: the run ends at its next read (admission at every pass
+        # boundary, not when a running row happens to finish)
+        self.batch.interrupt = lambda: self._poked or self._stopping or self._prefill_waits()
         # requests prefilled beyond max_batch rows wait in the batch and take a row over as soon as one leaves,
         # inside the run (runtime/batch_run.py); a request whose row was handed over finishes right then
         self.standby = max_batch
@@ -180,6 +181,26 @@ class Engine:
                     await self._wake.wait()
                 self._wake.clear()
 
+    def _prefill_waits(self) -> bool:
+        """Whether the first joining request (arrival order) could take a prefill pass now: rows and KV pages free."""
+        for job in self._joining:
+            if job.cancelled:
+                return True
+            rows = sum(1 for s in self.batch.sequences if not s.done)
+            if rows + len(job.params) > self.max_batch + self.standby:
+                return False
+            if job.session is not None or job.kv_pages:
+                return True
+            pool = self.model.gpu.kv
+            return self._kv_committed + self._pages_needed(job) <= pool.pages_total - 1
+        return False
+
+    def _pages_needed(self, job: Job) -> int:
+        """KV pages job's whole length takes (prompt + max_tokens, every choice; full prompt pages shared)."""
+        P = self.model.gpu.kv.page
+        prompt = len(job.prompt_ids) // P
+        return prompt + len(job.params) * (-(-(len(job.prompt_ids) + job.max_tokens) // P) - prompt)
+
     async def _prefill_round(self) -> bool:
         """One prefill pass over as many joining prompts as fit (in arrival order); False if none could.
 
@@ -251,8 +272,7 @@ class Engine:
         ever hold fails with the fix (None)."""
         pool = self.model.gpu.kv
         P = pool.page
-        prompt = len(job.prompt_ids) // P
-        need = prompt + len(job.params) * (-(-(len(job.prompt_ids) + job.max_tokens) // P) - prompt)
+        need = self._pages_needed(job)
         usable = pool.pages_total - 1
         if need > usable:
             self._fail(job, f"the request needs {need} KV pages of {P} positions ({len(job.params)} choice(s) of "

@@ -180,3 +180,35 @@ def test_requests_beyond_the_batch_take_rows_over_as_they_free(tiny, window):
         assert ev[k][-1]["type"] == "done" and ev[k][-1]["usage"]["completion_tokens"] == n
     assert eng.batch.stats.handovers >= 2
     assert eng.batch.active == [] and eng.load == 0
+
+
+def test_a_burst_beyond_one_prefill_pass_starts_within_a_few_passes(tiny):
+    """Twelve long prompts at once need several prefill passes; each request's first token comes a few decode passes
+    after its prefill, not when an earlier request's row happens to finish (admission at every pass boundary), and
+    every request still equals its run alone."""
+    eng = Engine(tiny, max_batch=16)
+    prompts = [" ".join(str((13 * k + 7 * i) % 290 + 5) for i in range(90)) for k in range(12)]
+    jobs = [job(tiny, p, [RowParams(0.0)], max_tokens=40) for p in prompts]
+    first_at = {}
+    q: queue.Queue = queue.Queue()
+    for k, j in enumerate(jobs):
+        def emit(ev, k=k):
+            if ev["type"] == "piece" and k not in first_at:
+                first_at[k] = (eng.batch.stats.decode_passes, eng.stats.prefill_passes)
+            q.put((k, ev))
+        j.emit = emit
+        eng.submit(j)
+    eng.start()
+    events = {k: [] for k in range(len(jobs))}
+    left = len(jobs)
+    while left:
+        k, ev = q.get(timeout=300)
+        events[k].append(ev)
+        left -= ev["type"] == "done"
+    eng.stop()
+    rounds = eng.stats.prefill_passes
+    assert rounds >= 3  # the burst did not fit one prefill pass
+    # one decode pass between two prefill passes at most: by the last first token, at most ~ a pass a round
+    assert max(passes for passes, _ in first_at.values()) <= 2 * rounds + 2, (first_at, rounds)
+    for k, p in enumerate(prompts):
+        assert tokens_of(events[k]) == alone(tiny, p, max_tokens=40), k
