@@ -328,3 +328,13 @@ def test_api_key_guards_the_llamacpp_routes(default_model):
                                                                                        add_special_tokens=False).ids
     finally:
         assert s.stop() == 0
+
+
+def test_a_grammar_of_thousands_of_alternatives_works(server):
+    """A GBNF alternation of 3000 literals (a product list) generates one of them: llguidance's row limit (2000 items,
+    a 500 mid-generation before) is raised (inferlets/grammar.py parser_limits)."""
+    items = [f"sku-{i}" for i in range(3000)]
+    gbnf = "root ::= " + " | ".join(f'"{s}"' for s in items)
+    out = ok(server, "/completion", {"prompt": "Pick a product code:", "grammar": gbnf, "n_predict": 16,
+                                     "temperature": 0})
+    assert out["content"] in items, out["content"]
