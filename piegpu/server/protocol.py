@@ -205,6 +205,9 @@ class ChatCompletionRequest(_Sampling):
     tools: Optional[list[Tool]] = None
     tool_choice: Optional[Union[Literal["none", "auto", "required"], NamedToolChoice]] = None
     parallel_tool_calls: bool = True
+    # piegpu's: the most calls one answer makes when parallel_tool_calls is on (small models repeat calls until the
+    # budget ends otherwise)
+    max_parallel_tool_calls: int = Field(default=4, ge=1, le=64)
     functions: Optional[list[FunctionDef]] = None  # legacy: tools
     function_call: Optional[Union[Literal["none", "auto"], FunctionName]] = None  # legacy: tool_choice
     _tool_grammar: Optional[str] = PrivateAttr(default=None)  # set by server/tools.py: the tool-call grammar

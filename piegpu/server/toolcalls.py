@@ -27,7 +27,8 @@ def call_id(style: str = "openai") -> str:
 
 
 class CallParser:
-    """Content and tool calls of one answer, as events: ("content", text), ("call", k, id, name), ("args", k, text).
+    """Content and tool calls of one answer, as events: ("content", text), ("call", k, id, name), ("args", k, text),
+    ("end", k) once call k's arguments value is whole (a call never ended was cut short: by max_tokens).
 
     `trigger` opens the calls anywhere in the text and is not content ("<tool_call>", "[TOOL_CALLS]");
     `start` opens them when it is the answer's first character and belongs to the calls ("{" for Llama's
@@ -41,7 +42,7 @@ class CallParser:
         self.pos = 0
         self.in_calls = False
         self.held = ""  # content that may still turn out to be the trigger (or whitespace before it)
-        self.calls: list = []  # [id, name, arguments so far] per call
+        self.calls: list = []  # [id, name, arguments so far, ended] per call
         self._obj = None  # the object being read: its text, depth, string state, phase
         self._out: list = []
 
@@ -124,6 +125,7 @@ class CallParser:
         elif obj["phase"] == "args":
             if outer and ch in ",}":  # the arguments value ended; the rest of the object is not streamed
                 obj["phase"] = "tail"
+                self._end()
             elif not obj["started"] and ch.isspace():
                 pass
             elif ch.isspace() and (outer or not obj["in_str"]):
@@ -155,7 +157,7 @@ class CallParser:
             obj["depth"] -= 1
 
     def _begin(self, name: str) -> None:
-        self.calls.append([call_id(self.id_style), name, ""])
+        self.calls.append([call_id(self.id_style), name, "", False])
         k = len(self.calls) - 1
         self._out.append(("call", k, self.calls[k][0], name))
 
@@ -177,6 +179,16 @@ class CallParser:
             args = obj.get("arguments", obj.get("parameters", {}))
             self._begin(obj["name"])
             self._emit_args(args if isinstance(args, str) else json.dumps(args, ensure_ascii=False))
+            self._end()
+
+    def _end(self) -> None:
+        k = len(self.calls) - 1
+        self.calls[k][3] = True
+        self._out.append(("end", k))
+
+    def complete_calls(self) -> list:
+        """(id, name, arguments) of the calls whose arguments ended (a call cut by max_tokens is left out)."""
+        return [(i, n, a) for i, n, a, ended in self.calls if ended]
 
     def _take(self) -> list:
         out, self._out = self._out, []
@@ -187,8 +199,8 @@ def parse_answer(parser: CallParser, text: str) -> tuple:
     """(content or None, [(id, name, arguments)]) of a whole answer (content is None when calls came and no text)."""
     events = parser.feed(text) + parser.close()
     content = "".join(e[1] for e in events if e[0] == "content")
-    calls = [tuple(c) for c in parser.calls]
-    if calls and not content.strip():
+    calls = parser.complete_calls()
+    if parser.calls and not content.strip():  # (calls cut short count: the answer was no text)
         return None, calls
     return content, calls
 
@@ -202,6 +214,9 @@ class ToolChat:
         self.role_chunk = True
         self.parsers: dict = {}
         self.pending: dict = {}  # choice -> logprob entries not yet attached to a delta
+        # choice -> events of the call being read, sent once its arguments are whole: a streamed call always parses,
+        # and one cut by max_tokens is never sent (as the whole answer leaves it out)
+        self.held: dict = {}
 
     def logprobs(self, entries: list | None) -> dict | None:
         """As the plain chat shape."""
@@ -214,7 +229,7 @@ class ToolChat:
 
     def choice(self, index: int, text: str, entries: list | None, reason: str) -> dict:
         """A whole choice: message.content and message.tool_calls (legacy: message.function_call)."""
-        content, calls = parse_answer(self.new_parser(), text)
+        content, calls = parse_answer(self.new_parser(), text)  # calls cut by max_tokens left out
         message = {"role": "assistant", "content": content, "refusal": None}
         if calls and self.legacy:
             message["function_call"] = {"name": calls[0][1], "arguments": calls[0][2]}
@@ -252,13 +267,30 @@ class ToolChat:
             out[0]["logprobs"] = self.logprobs(self.pending.pop(index))
         return out
 
+    def _release(self, index: int, events: list) -> list:
+        """The events to send now: a call's are held until its ("end", k)."""
+        held = self.held.setdefault(index, [])
+        out = []
+        for ev in events:
+            if ev[0] == "end":
+                out += held
+                held.clear()
+            elif ev[0] in ("call", "args") or held:
+                held.append(ev)
+            else:
+                out.append(ev)
+        return out
+
     def deltas(self, index: int, text: str, entries: list | None) -> list:
-        """The stream's choice deltas for one generated piece (none while it may still be a tool call's start)."""
+        """The stream's choice deltas for one generated piece (none while it may still be a tool call's start, or
+        is a call whose arguments are not whole yet)."""
         parser = self.parsers.setdefault(index, self.new_parser())
-        return self._choices(index, parser.feed(text), entries)
+        return self._choices(index, self._release(index, parser.feed(text)), entries)
 
     def finish(self, index: int, reason: str) -> list:
-        """The deltas the end releases, then the one carrying finish_reason (tool_calls when calls came)."""
+        """The deltas the end releases (a call cut short is dropped), then the one carrying finish_reason
+        (tool_calls when calls came)."""
         parser = self.parsers.setdefault(index, self.new_parser())
-        events = parser.close()
-        return self._choices(index, events, None, self._reason(reason, bool(parser.calls)))
+        events = self._release(index, parser.close())
+        self.held.pop(index, None)
+        return self._choices(index, events, None, self._reason(reason, bool(parser.complete_calls())))

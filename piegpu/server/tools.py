@@ -98,13 +98,22 @@ def _special_token(tokenizer, text: str) -> int | None:
     return tid if tok is not None and getattr(tok, "special", False) else None
 
 
+def _up_to(item: str, n: int) -> str:
+    """Lark for at most n more `item`s in a row (nested optionals: llguidance's Lark has no bounded repetition)."""
+    out = ""
+    for _ in range(n):
+        out = f" ({item}{out})?"
+    return out
+
+
 def grammar(fmt: ToolFormat, functions: list, choice: str, parallel: bool, response=None,
-            tokenizer=None) -> str:
+            tokenizer=None, max_calls: int = 4) -> str:
     """The Lark grammar of an answer: functions [(name, parameters)], choice "auto"/"required"/a name;
-    response: a response_format schema the non-call answer follows instead of free text (auto only)."""
+    response: a response_format schema the non-call answer follows instead of free text (auto only); at most
+    max_calls calls when parallel."""
     if choice not in ("auto", "required"):
         functions = [f for f in functions if f[0] == choice]
-    many = parallel and fmt.parallel and choice in ("auto", "required")
+    many = parallel and fmt.parallel and choice in ("auto", "required") and max_calls > 1
     rules = []
     for k, (name, parameters) in enumerate(functions):
         head = '{"name": ' + json.dumps(name) + ', "' + fmt.key + '": '
@@ -113,13 +122,13 @@ def grammar(fmt: ToolFormat, functions: list, choice: str, parallel: bool, respo
     rules.append("call: " + " | ".join(f"fn_{k}" for k in range(len(functions))))
     if fmt.family in ("hermes", "generic"):
         rules.append('block: "<tool_call>\\n" call "\\n</tool_call>"')
-        calls = "block" + (' ("\\n" block)*' if many else "")
+        calls = "block" + (_up_to('"\\n" block', max_calls - 1) if many else "")
         if choice != "auto":
             start = calls
         elif response is not None:
             start = f"resp | {calls}"
         else:
-            start = 'TEXT | head call "\\n</tool_call>"' + (' ("\\n" block)*' if many else "")
+            start = 'TEXT | head call "\\n</tool_call>"' + (_up_to('"\\n" block', max_calls - 1) if many else "")
             rules.append("TEXT: " + NO_TRIGGER.format(t="<tool_call>"))
             rules.append('head[lazy]: TEXT "<tool_call>\\n"')
     elif fmt.family == "llama3":
@@ -128,7 +137,7 @@ def grammar(fmt: ToolFormat, functions: list, choice: str, parallel: bool, respo
     else:  # mistral
         tid = _special_token(tokenizer, "[TOOL_CALLS]") if tokenizer is not None else None
         opener = f"<[{tid}]>" if tid is not None else _lit("[TOOL_CALLS]")
-        calls = f'{opener} "[" call' + (' (", " call)*' if many else "") + ' "]"'
+        calls = f'{opener} "[" call' + (_up_to('", " call', max_calls - 1) if many else "") + ' "]"'
         start = calls if choice != "auto" else f"{calls} | TEXT"
         rules.append(r"TEXT: /([^\[](?s:.*))?/")
     if response is not None:
@@ -306,7 +315,7 @@ def plan(req, model) -> ToolPlan | None:
             response = {**closed_objects(response), "x-guidance": JSON_STYLE} if isinstance(response, dict) \
                 else response
         text = grammar(fmt, functions, choice, req.parallel_tool_calls and not req.legacy(), response,
-                       model.tokenizer)
+                       model.tokenizer, req.max_parallel_tool_calls)
         req._tool_grammar = text
     return ToolPlan(fmt, template_messages(req, fmt, tool_dicts), tool_dicts if fmt.in_template and tools else None,
                     text, req.legacy())
