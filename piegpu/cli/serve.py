@@ -69,6 +69,7 @@ def _cmd_serve_ray(args) -> int:
                        num_cpus=args.replica_cpus, num_gpus=args.replica_gpus, autoscaling=autoscaling, env=env,
                        max_batch=args.max_batch, max_queue=args.max_queue, ctx=args.ctx, kv_mb=args.kv_mb,
                        kv_dtype=args.kv_dtype, cache_mb=args.cache_mb, window=args.window, api_key=args.api_key, max_body=args.max_body,
+                       max_pass_tokens=args.max_pass_tokens,
                        **({"health_check_period_s": args.health_check_s} if args.health_check_s else {}))
     return on_ray.run(app, args.address, args.host, args.port, replicas, args.replica_cpus, args.replica_gpus,
                       lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -91,7 +92,8 @@ def _cmd_serve(args) -> int:
     model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype, context=args.ctx)
     return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
-                 cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body, log_level="info" if args.verbose else "warning")
+                 cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body,
+                 log_level="info" if args.verbose else "warning", max_pass_tokens=args.max_pass_tokens)
 
 
 def add_parser(sub) -> None:
@@ -103,6 +105,10 @@ def add_parser(sub) -> None:
     s.add_argument("--max-batch", type=int_at_least(1), default=16, help="sequences decoded per pass (16)")
     s.add_argument("--window", type=int_at_least(1, 9), default=None,  # 9: runtime.window.MAX_WINDOW + 1
                    help="decode passes run ahead per host read (default: the adapter's best; 1 on lavapipe)")
+    s.add_argument("--max-pass-tokens", type=int_at_least(1, 257), default=256, metavar="N",  # 257: PREFILL_CHUNKS[0]+1
+                   help="prompt tokens one prefill pass takes at most (256): running rows wait for one such pass "
+                        "between two of their tokens while prompts are prefilled; smaller keeps their inter-token "
+                        "latency lower, larger answers long prompts sooner")
     s.add_argument("--max-queue", type=int_at_least(1), default=64,
                    help="requests queued or running before HTTP 429 (64)")
     s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/")

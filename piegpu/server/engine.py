@@ -26,6 +26,19 @@ from .prefix_cache import PrefixCache
 from .text import TokenText
 
 WS_ROUND = 256  # working sets are allocated in multiples of this many positions
+# Prompt tokens one prefill pass takes at most (piegpu serve --max-pass-tokens): the running rows wait for one such pass
+# between two of their tokens while prompts are prefilled. At most the largest prefill pass shape (PREFILL_CHUNKS).
+MAX_PASS_TOKENS = PREFILL_CHUNKS[0]
+
+
+def check_pass_tokens(n) -> int:
+    """n as a prefill pass budget: an int in [1, PREFILL_CHUNKS[0]] (ValidationError naming the bounds otherwise)."""
+    from ..errors import ValidationError
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= PREFILL_CHUNKS[0]:
+        raise ValidationError(f"max_pass_tokens={n!r}: a prefill pass takes 1 to {PREFILL_CHUNKS[0]} prompt tokens "
+                              f"(the largest prefill pass shape). Fix: --max-pass-tokens between 1 and "
+                              f"{PREFILL_CHUNKS[0]}")
+    return n
 SHARE_MIN = 16  # a joining prompt sharing this many tokens with an earlier joining one copies them from it
 
 
@@ -33,8 +46,11 @@ class Engine:
     """Runs a model for many concurrent requests (see the module docstring)."""
 
     def __init__(self, model, max_batch: int = 16, max_queue: int = 64, ctx: int | None = None,
-                 cache_mb: float = 512.0, prefill_chunk: int = 128, window: int | None = None):
+                 cache_mb: float = 512.0, prefill_chunk: int = 128, window: int | None = None,
+                 max_pass_tokens: int = MAX_PASS_TOKENS):
+        check_pass_tokens(max_pass_tokens)
         self.model = model
+        self.max_pass_tokens = max_pass_tokens  # prompt tokens one prefill pass takes at most
         self.vocab = model.config.vocab_size
         self.ctx = min(ctx or model.context, model.context)
         self.max_batch = max_batch
@@ -205,14 +221,14 @@ class Engine:
         """One prefill pass over as many joining prompts as fit (in arrival order); False if none could.
 
         Each joining job whose choices fit in the batch gets the next chunk of its prompt; the
-        chunks together are at most PREFILL_CHUNKS[0] tokens and are trimmed to one of the
+        chunks together are at most max_pass_tokens tokens and are trimmed to one of the
         PREFILL_CHUNKS sizes (few distinct pass shapes). Jobs whose prompt is then in the KV
         (all but its last token) join the batch. A job whose prompt shares at least SHARE_MIN
         tokens with an earlier joining one (requests arriving together with one system prompt)
         waits until that one's KV holds the shared part, then copies it instead of prefilling it.
         """
         rows = sum(1 for s in self.batch.sequences if not s.done)
-        budget = PREFILL_CHUNKS[0]
+        budget = self.max_pass_tokens
         picks = []  # [job, tokens this round]
         for job in list(self._joining):
             if rows + len(job.params) > self.max_batch + self.standby:

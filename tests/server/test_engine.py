@@ -212,3 +212,50 @@ def test_a_burst_beyond_one_prefill_pass_starts_within_a_few_passes(tiny):
     assert max(passes for passes, _ in first_at.values()) <= 2 * rounds + 2, (first_at, rounds)
     for k, p in enumerate(prompts):
         assert tokens_of(events[k]) == alone(tiny, p, max_tokens=40), k
+
+
+@pytest.mark.parametrize("budget", [16, 64])
+def test_a_long_prompt_stalls_running_rows_one_prefill_pass_at_a_time(tiny, budget):
+    """Rows decoding when a long prompt arrives: it is prefilled in passes of at most max_pass_tokens tokens, and
+    between two tokens of a running row at most one prefill pass runs (the rows' inter-token latency rises by one
+    chunk's pass time, not the whole prefill); every output equals its request alone."""
+    from piegpu.errors import ValidationError
+    for bad in (0, 257, 1.5):
+        with pytest.raises(ValidationError, match="max_pass_tokens"):
+            Engine(tiny, max_pass_tokens=bad)
+    eng = Engine(tiny, max_batch=8, max_pass_tokens=budget)
+    short = [job(tiny, p, [RowParams(0.0)], max_tokens=40) for p in PROMPTS[:4]]
+    long_prompt = " ".join(str((11 * i) % 280 + 9) for i in range(200))
+    late = job(tiny, long_prompt, [RowParams(0.0)], max_tokens=4)
+    assert 2 * budget < len(late.prompt_ids) < tiny.context - 4  # several passes, within the tiny model's context
+    q: queue.Queue = queue.Queue()
+    seen = {k: [] for k in range(5)}  # per job: the prefill passes run when each of its tokens arrived
+
+    def emitter(k):
+        def emit(ev):
+            if ev["type"] == "piece":
+                seen[k].append(eng.stats.prefill_passes)
+                if k == 0 and len(seen[0]) == 3:
+                    eng.submit(late)  # arrives while the four rows decode
+            q.put((k, ev))
+        return emit
+    for k, j in enumerate(short):
+        j.emit = emitter(k)
+        eng.submit(j)
+    late.emit = emitter(4)
+    eng.start()
+    events = {k: [] for k in range(5)}
+    left = 5
+    while left:
+        k, ev = q.get(timeout=300)
+        assert ev["type"] != "error", ev
+        events[k].append(ev)
+        left -= ev["type"] == "done"
+    eng.stop()
+    prompt_len = len(late.prompt_ids)
+    assert eng.stats.prefill_passes >= -(-prompt_len // budget)  # the long prompt took passes of <= budget tokens
+    for k in range(4):
+        gaps = np.diff(seen[k])
+        assert gaps.max() <= 1, (k, seen[k])
+        assert tokens_of(events[k]) == alone(tiny, PROMPTS[k], max_tokens=40), k
+    assert tokens_of(events[4]) == alone(tiny, long_prompt, max_tokens=4)

@@ -95,7 +95,8 @@ class PiegpuReplica:
     def __init__(self, model_path: str | None = None, model_id: str | None = None, max_batch: int = 16,
                  max_queue: int = 64, ctx: int | None = None, kv_mb: float | None = None,
                  cache_mb: float = 512.0, window: int | None = None, api_key: str | None = None,
-                 max_body: int = 4 << 20, env: dict | None = None, kv_dtype: str = DEFAULT_KV_DTYPE):
+                 max_body: int = 4 << 20, env: dict | None = None, kv_dtype: str = DEFAULT_KV_DTYPE,
+                 max_pass_tokens: int = 256):
         for k, v in (env or {}).items():  # before the device opens (LP_NUM_THREADS is read then)
             os.environ[k] = str(v)
         from ...textgen.model import load_model
@@ -105,7 +106,7 @@ class PiegpuReplica:
         self.model = load_model(model_path, verbose=False, kv_mb=kv_mb, kv_dtype=kv_dtype, context=ctx)
         with _asyncio_policy():
             self.engine = Engine(self.model, max_batch=max_batch, max_queue=max_queue, ctx=ctx, cache_mb=cache_mb,
-                                 window=window)
+                                 window=window, max_pass_tokens=max_pass_tokens)
         self.model_id = model_id or served_model_id(self.model, model_path)
         self.app = build_app(self.engine, self.model_id, api_key=api_key, max_body=max_body,
                              constraints=Constraints(self.model))
