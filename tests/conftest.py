@@ -15,6 +15,10 @@ _tmp = Path(tempfile.mkdtemp(prefix="piegpu-test-cache-"))
 (_real_cache / "models").mkdir(parents=True, exist_ok=True)
 os.symlink(_real_cache / "models", _tmp / "models")
 os.environ["PIEGPU_CACHE_DIR"] = str(_tmp)
+# Other tools' model stores stay out of the tests' sight (`piegpu models` and an unknown name's error list them):
+# tests that need one fabricate it (tests/model/test_sources.py)
+for _var, _sub in (("HF_HUB_CACHE", "hf-hub"), ("OLLAMA_MODELS", "ollama"), ("LMSTUDIO_MODELS", "lmstudio")):
+    os.environ[_var] = str(_tmp / _sub)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -552,7 +552,9 @@ def _model_cases() -> list:
     ]
     # The tokenizers library's own message is long and version-specific: keep its first clause.
     scrub = ((r"cannot parse tokenizer \((.{0,60})[^;]*\);", r"cannot parse tokenizer (\1...);"),
-             (r"(not a readable GGUF file \([A-Za-z]+Error): [^;]*\);", r"\1: ...);"))
+             (r"(not a readable GGUF file \([A-Za-z]+Error): [^;]*\);", r"\1: ...);"),
+             # the local models an unknown name's error lists are this machine's
+             (r"(Models on this machine \(`piegpu models`\)): .*?\. Fix:", r"\1: <the models here>. Fix:"))
     return [Case("model files", w, f, ModelError, wh, needs_gpu=True, scrub=scrub) for w, f, wh in t]
 
 
