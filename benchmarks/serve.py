@@ -101,6 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", default=None, help="concurrencies (1,4,16; with --ray one number, 4)")
     ap.add_argument("--requests", type=int, default=2, help="requests per client, one after another")
     ap.add_argument("--tokens", type=int, default=32, help="max_tokens per request")
+    ap.add_argument("--max-pass-tokens", type=int, default=None, help="piegpu serve --max-pass-tokens (its default)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--ray", action="store_true", help="piegpu serve --ray: 1 and 2 replicas, affinity on/off "
                     "(benchmarks/serve_ray.py)")
@@ -116,7 +117,8 @@ def main(argv=None) -> int:
     server = None
     if args.url is None:
         from tests.server.conftest import ServerProcess
-        server = ServerProcess("--max-batch", "16")
+        flags = ("--max-pass-tokens", str(args.max_pass_tokens)) if args.max_pass_tokens else ()
+        server = ServerProcess("--max-batch", "16", *flags)
         url = server.url
     else:
         url = args.url.rstrip("/") + ("" if args.url.rstrip("/").endswith("/v1") else "/v1")

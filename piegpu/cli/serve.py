@@ -105,10 +105,10 @@ def add_parser(sub) -> None:
     s.add_argument("--max-batch", type=int_at_least(1), default=16, help="sequences decoded per pass (16)")
     s.add_argument("--window", type=int_at_least(1, 9), default=None,  # 9: runtime.window.MAX_WINDOW + 1
                    help="decode passes run ahead per host read (default: the adapter's best; 1 on lavapipe)")
-    s.add_argument("--max-pass-tokens", type=int_at_least(1, 257), default=256, metavar="N",  # 257: PREFILL_CHUNKS[0]+1
-                   help="prompt tokens one prefill pass takes at most (256): running rows wait for one such pass "
-                        "between two of their tokens while prompts are prefilled; smaller keeps their inter-token "
-                        "latency lower, larger answers long prompts sooner")
+    s.add_argument("--max-pass-tokens", type=int_at_least(1, 257), default=None, metavar="N",  # 257: the largest+1
+                   help="prompt tokens one prefill pass takes at most, 1-256 (default: 64 on CPU adapters, 256 on "
+                        "GPUs): running rows wait for one such pass between two of their tokens while prompts are "
+                        "prefilled")
     s.add_argument("--max-queue", type=int_at_least(1), default=64,
                    help="requests queued or running before HTTP 429 (64)")
     s.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/")

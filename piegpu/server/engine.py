@@ -28,13 +28,18 @@ from .text import TokenText
 WS_ROUND = 256  # working sets are allocated in multiples of this many positions
 # Prompt tokens one prefill pass takes at most (piegpu serve --max-pass-tokens): the running rows wait for one such pass
 # between two of their tokens while prompts are prefilled. At most the largest prefill pass shape (PREFILL_CHUNKS).
+# CPU adapters: 64, measured on lavapipe (benchmarks/serve_long_prompt.py, a 1186-token prompt arriving while 4 rows
+# stream, one run each: budget 32 / 64 / 128 / 256 -> its TTFT 18.5 / 14.3 / 15.9 / 20.3 s, the rows' inter-token
+# latency meanwhile p50 0.44 / 0.61 / 1.15 / 3.24 s: long prefill passes cost more than their share there). GPUs:
+# 256, the largest shape (not measured here: no GPU on these machines).
+CPU_PASS_TOKENS, GPU_PASS_TOKENS = 64, PREFILL_CHUNKS[0]
 MAX_PASS_TOKENS = PREFILL_CHUNKS[0]
 
 
 def check_pass_tokens(n) -> int:
     """n as a prefill pass budget: an int in [1, PREFILL_CHUNKS[0]] (ValidationError naming the bounds otherwise)."""
     from ..errors import ValidationError
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= PREFILL_CHUNKS[0]:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_PASS_TOKENS:
         raise ValidationError(f"max_pass_tokens={n!r}: a prefill pass takes 1 to {PREFILL_CHUNKS[0]} prompt tokens "
                               f"(the largest prefill pass shape). Fix: --max-pass-tokens between 1 and "
                               f"{PREFILL_CHUNKS[0]}")
@@ -47,7 +52,9 @@ class Engine:
 
     def __init__(self, model, max_batch: int = 16, max_queue: int = 64, ctx: int | None = None,
                  cache_mb: float = 512.0, prefill_chunk: int = 128, window: int | None = None,
-                 max_pass_tokens: int = MAX_PASS_TOKENS):
+                 max_pass_tokens: int | None = None):
+        if max_pass_tokens is None:
+            max_pass_tokens = CPU_PASS_TOKENS if model.gpu.dev.is_cpu else GPU_PASS_TOKENS
         check_pass_tokens(max_pass_tokens)
         self.model = model
         self.max_pass_tokens = max_pass_tokens  # prompt tokens one prefill pass takes at most

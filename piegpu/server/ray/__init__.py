@@ -61,7 +61,7 @@ def build(model: str | None = None, replicas: int = 2, *, model_id: str | None =
           imbalance: int | None = None, num_cpus: float = 1.0, num_gpus: float = 0.0,
           autoscaling: dict | None = None, env: dict | None = None, max_batch: int = 16, max_queue: int = 64,
           ctx: int | None = None, kv_mb: float | None = None, kv_dtype: str = DEFAULT_KV_DTYPE, cache_mb: float = 512.0,
-          window: int | None = None, api_key: str | None = None, max_body: int = 4 << 20, max_pass_tokens: int = 256,
+          window: int | None = None, api_key: str | None = None, max_body: int = 4 << 20, max_pass_tokens: int | None = None,
           health_check_period_s: float = 5.0,
           health_check_timeout_s: float = 60.0) -> "Application":
     """The Ray Serve application: the ingress bound to `replicas` PiegpuReplicas (or an autoscaling config).

@@ -96,7 +96,7 @@ class PiegpuReplica:
                  max_queue: int = 64, ctx: int | None = None, kv_mb: float | None = None,
                  cache_mb: float = 512.0, window: int | None = None, api_key: str | None = None,
                  max_body: int = 4 << 20, env: dict | None = None, kv_dtype: str = DEFAULT_KV_DTYPE,
-                 max_pass_tokens: int = 256):
+                 max_pass_tokens: int | None = None):
         for k, v in (env or {}).items():  # before the device opens (LP_NUM_THREADS is read then)
             os.environ[k] = str(v)
         from ...textgen.model import load_model
