@@ -7,9 +7,9 @@ f16 rows. A matrix bigger than one storage binding is split into row chunks, eac
 dispatched on its own, so any model size loads. A fused matrix (q | k | v) whose parts
 have different types (Q4_K_M files keep v in Q6_K) stays in parts, one format each.
 
-On lavapipe (Device.texture_weights) every quant type goes up as textures instead (TextureWeights,
-TEXTURE_FORMATS of model/texture_layouts.py: q4_1_tex, q8_0_tex, q4_k_tex, q5_tex, q6_k_tex), repacked at upload so that a 32-weight block's
-quants are whole rgba32uint texels and its scales either words four rows a texel or a texel of the block's own --
+On lavapipe (Device.texture_weights) every quant type goes up as textures instead (TextureWeights, TEXTURE_FORMATS
+of model/texture_layouts.py: q4_1_tex, q8_0_tex, q4_k_tex, q5_tex, q6_k_tex), repacked at upload so that a 32-weight
+block's quants are whole rgba32uint texels and its scales either words four rows a texel or a texel of the block's own --
 moved, widened to f32 or multiplied out as exact f32 products, so the values stay gguf's -- because llvmpipe loads a
 texel for all lanes at once where it loops over the lanes of a storage load (docs/real_models.md).
 """
@@ -32,8 +32,6 @@ GGML_FORMATS = {
 FORMAT_GGML = {fmt: name for name, (fmt, _, _) in GGML_FORMATS.items()}
 # IQ4_NL's 16 non-linear levels (llama.cpp's kvalues_iq4nl): weight = d * level[nibble]
 IQ4_NL_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
-
-
 _IQ4_NL_LOW = IQ4_NL_LEVELS.view(np.uint8)[np.arange(256) & 15]
 _IQ4_NL_HIGH = IQ4_NL_LEVELS.view(np.uint8)[np.arange(256) >> 4]
 
@@ -111,23 +109,28 @@ def pack_dense(w: np.ndarray, fmt: str, what: str = "matrix") -> HostMatrix:
     return HostMatrix(fmt, rows, cols, data.view(np.uint8).reshape(rows, -1))
 
 
-def pack_ggml(ggml_type: str, data: np.ndarray, cols: int, what: str = "matrix", convert: bool = True) -> HostMatrix:
-    """GGUF rows of blocks (uint8 [rows, row_bytes]) as a matrix the shaders read in place (no copy); a type of
-    CONVERTED_TYPES is converted to its stand-in (convert=False: only checked, the file's rows returned)."""
+def check_ggml(ggml_type: str, data: np.ndarray, cols: int, what: str = "matrix") -> np.ndarray:
+    """`data` as uint8 rows of whole `ggml_type` blocks (a type piegpu reads), checked against `cols`; nothing is
+    converted (ModelError naming the problem otherwise)."""
     if ggml_type in CONVERTED_TYPES:
-        target, block_bytes, block_elems, conv = CONVERTED_TYPES[ggml_type]
-        raw = _checked_rows(ggml_type, data, cols, what, block_bytes, block_elems)
-        if not convert:
-            return HostMatrix(GGML_FORMATS[target][0], raw.shape[0], cols, raw)
-        rows = raw.shape[0]
-        out = conv(np.ascontiguousarray(raw).reshape(-1, block_bytes)).reshape(rows, -1)
-        return pack_ggml(target, out, cols, what)
-    if ggml_type not in GGML_FORMATS:
+        _, block_bytes, block_elems, _ = CONVERTED_TYPES[ggml_type]
+    elif ggml_type in GGML_FORMATS:
+        _, block_bytes, block_elems = GGML_FORMATS[ggml_type]
+    else:
         raise ModelError(f"{what}: GGUF type {ggml_type} is not supported; piegpu reads "
                          f"{', '.join(READABLE_TYPES)}. Fix: requantize the model to one of them (llama-quantize)")
-    fmt, block_bytes, block_elems = GGML_FORMATS[ggml_type]
-    rows = _checked_rows(ggml_type, data, cols, what, block_bytes, block_elems)
-    return HostMatrix(fmt, rows.shape[0], cols, rows)
+    return _checked_rows(ggml_type, data, cols, what, block_bytes, block_elems)
+
+
+def pack_ggml(ggml_type: str, data: np.ndarray, cols: int, what: str = "matrix") -> HostMatrix:
+    """GGUF rows of blocks (uint8 [rows, row_bytes]) as a matrix the shaders read in place (no copy); a type of
+    CONVERTED_TYPES is converted to its stand-in first."""
+    rows = check_ggml(ggml_type, data, cols, what)
+    if ggml_type in CONVERTED_TYPES:
+        target, block_bytes, _, conv = CONVERTED_TYPES[ggml_type]
+        out = conv(np.ascontiguousarray(rows).reshape(-1, block_bytes)).reshape(rows.shape[0], -1)
+        return pack_ggml(target, out, cols, what)
+    return HostMatrix(GGML_FORMATS[ggml_type][0], rows.shape[0], cols, rows)
 
 
 def _checked_rows(ggml_type: str, data: np.ndarray, cols: int, what: str, block_bytes: int,

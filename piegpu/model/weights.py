@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .config import LlamaConfig
-from .gpu_weights import HostMatrix, interleave_rows, pack_dense, pack_ggml, stack_rows
+from .gpu_weights import HostMatrix, check_ggml, interleave_rows, pack_dense, pack_ggml, stack_rows
 
 
 @dataclass
@@ -149,7 +149,7 @@ def weights_from_gguf(config: LlamaConfig, raw: dict, norms_plus_one: bool = Fal
                           np.float32).reshape(-1)
     for name, t in raw.items():  # every matrix's type and shape checked before anything is laid out or uploaded
         if np.ndim(t.data) == 2 and name.endswith(".weight") and not name.endswith("norm.weight"):
-            pack_ggml(t.ggml_type, t.data, t.shape[-1], name, convert=False)
+            check_ggml(t.ggml_type, t.data, t.shape[-1], name)
     w = _assemble(config, matrix, vector, "lm_head.weight" in raw, norms_plus_one)
     w.release_host = _page_dropper([t.data for t in raw.values()])
     return w

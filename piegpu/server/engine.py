@@ -20,30 +20,13 @@ from ..runtime.batch import Batch
 from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
 from ..samplers.rows import RowSampling
 from ..textgen.tokens import TokenOutput, admit, finish_reason
+from .admission import CPU_PASS_TOKENS, MAX_PASS_TOKENS, check_pass_tokens, pages_needed
 from .jobs import Choice, EngineStats, EngineStopped, Guarded, Job, QueueFull
 from .latency import Latencies
 from .prefix_cache import PrefixCache
 from .text import TokenText
 
 WS_ROUND = 256  # working sets are allocated in multiples of this many positions
-# Prompt tokens one prefill pass takes at most (piegpu serve --max-pass-tokens): the running rows wait for one such pass
-# between two of their tokens while prompts are prefilled. At most the largest prefill pass shape (PREFILL_CHUNKS).
-# CPU adapters: 64, measured on lavapipe (benchmarks/serve_long_prompt.py, a 1186-token prompt arriving while 4 rows
-# stream, one run each: budget 32 / 64 / 128 / 256 -> its TTFT 18.5 / 14.3 / 15.9 / 20.3 s, the rows' inter-token
-# latency meanwhile p50 0.44 / 0.61 / 1.15 / 3.24 s: long prefill passes cost more than their share there). GPUs:
-# 256, the largest shape (not measured here: no GPU on these machines).
-CPU_PASS_TOKENS, GPU_PASS_TOKENS = 64, PREFILL_CHUNKS[0]
-MAX_PASS_TOKENS = PREFILL_CHUNKS[0]
-
-
-def check_pass_tokens(n) -> int:
-    """n as a prefill pass budget: an int in [1, PREFILL_CHUNKS[0]] (ValidationError naming the bounds otherwise)."""
-    from ..errors import ValidationError
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_PASS_TOKENS:
-        raise ValidationError(f"max_pass_tokens={n!r}: a prefill pass takes 1 to {PREFILL_CHUNKS[0]} prompt tokens "
-                              f"(the largest prefill pass shape). Fix: --max-pass-tokens between 1 and "
-                              f"{PREFILL_CHUNKS[0]}")
-    return n
 SHARE_MIN = 16  # a joining prompt sharing this many tokens with an earlier joining one copies them from it
 
 
@@ -54,7 +37,7 @@ class Engine:
                  cache_mb: float = 512.0, prefill_chunk: int = 128, window: int | None = None,
                  max_pass_tokens: int | None = None):
         if max_pass_tokens is None:
-            max_pass_tokens = CPU_PASS_TOKENS if model.gpu.dev.is_cpu else GPU_PASS_TOKENS
+            max_pass_tokens = CPU_PASS_TOKENS if model.gpu.dev.is_cpu else MAX_PASS_TOKENS
         check_pass_tokens(max_pass_tokens)
         self.model = model
         self.max_pass_tokens = max_pass_tokens  # prompt tokens one prefill pass takes at most
@@ -204,25 +187,22 @@ class Engine:
                     await self._wake.wait()
                 self._wake.clear()
 
+    def _rows_in_use(self) -> int:
+        """Rows of the batch held by sequences that have not left (running, or prefilled and waiting for a row)."""
+        return sum(1 for s in self.batch.sequences if not s.done)
+
     def _prefill_waits(self) -> bool:
         """Whether the first joining request (arrival order) could take a prefill pass now: rows and KV pages free."""
-        for job in self._joining:
-            if job.cancelled:
-                return True
-            rows = sum(1 for s in self.batch.sequences if not s.done)
-            if rows + len(job.params) > self.max_batch + self.standby:
-                return False
-            if job.session is not None or job.kv_pages:
-                return True
-            pool = self.model.gpu.kv
-            return self._kv_committed + self._pages_needed(job) <= pool.pages_total - 1
-        return False
-
-    def _pages_needed(self, job: Job) -> int:
-        """KV pages job's whole length takes (prompt + max_tokens, every choice; full prompt pages shared)."""
-        P = self.model.gpu.kv.page
-        prompt = len(job.prompt_ids) // P
-        return prompt + len(job.params) * (-(-(len(job.prompt_ids) + job.max_tokens) // P) - prompt)
+        if not self._joining:
+            return False
+        job = self._joining[0]
+        if job.cancelled:
+            return True
+        if self._rows_in_use() + len(job.params) > self.max_batch + self.standby:
+            return False
+        if job.session is not None or job.kv_pages:  # prefilling, or admitted and waiting for its leader
+            return True
+        return self._kv_committed + pages_needed(job, self.model.gpu.kv.page) <= self.model.gpu.kv.pages_total - 1
 
     async def _prefill_round(self) -> bool:
         """One prefill pass over as many joining prompts as fit (in arrival order); False if none could.
@@ -234,7 +214,7 @@ class Engine:
         tokens with an earlier joining one (requests arriving together with one system prompt)
         waits until that one's KV holds the shared part, then copies it instead of prefilling it.
         """
-        rows = sum(1 for s in self.batch.sequences if not s.done)
+        rows = self._rows_in_use()
         budget = self.max_pass_tokens
         picks = []  # [job, tokens this round]
         for job in list(self._joining):
@@ -295,7 +275,7 @@ class Engine:
         ever hold fails with the fix (None)."""
         pool = self.model.gpu.kv
         P = pool.page
-        need = self._pages_needed(job)
+        need = pages_needed(job, self.model.gpu.kv.page)
         usable = pool.pages_total - 1
         if need > usable:
             self._fail(job, f"the request needs {need} KV pages of {P} positions ({len(job.params)} choice(s) of "

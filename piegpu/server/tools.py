@@ -122,13 +122,14 @@ def grammar(fmt: ToolFormat, functions: list, choice: str, parallel: bool, respo
     rules.append("call: " + " | ".join(f"fn_{k}" for k in range(len(functions))))
     if fmt.family in ("hermes", "generic"):
         rules.append('block: "<tool_call>\\n" call "\\n</tool_call>"')
-        calls = "block" + (_up_to('"\\n" block', max_calls - 1) if many else "")
+        more = _up_to('"\\n" block', max_calls - 1) if many else ""
+        calls = "block" + more
         if choice != "auto":
             start = calls
         elif response is not None:
             start = f"resp | {calls}"
         else:
-            start = 'TEXT | head call "\\n</tool_call>"' + (_up_to('"\\n" block', max_calls - 1) if many else "")
+            start = 'TEXT | head call "\\n</tool_call>"' + more
             rules.append("TEXT: " + NO_TRIGGER.format(t="<tool_call>"))
             rules.append('head[lazy]: TEXT "<tool_call>\\n"')
     elif fmt.family == "llama3":
