@@ -9,9 +9,9 @@ have different types (Q4_K_M files keep v in Q6_K) stays in parts, one format ea
 
 On lavapipe (Device.texture_weights) every quant type goes up as textures instead (TextureWeights, TEXTURE_FORMATS
 of model/texture_layouts.py: q4_1_tex, q8_0_tex, q4_k_tex, q5_tex, q6_k_tex), repacked at upload so that a 32-weight
-block's quants are whole rgba32uint texels and its scales either words four rows a texel or a texel of the block's own --
-moved, widened to f32 or multiplied out as exact f32 products, so the values stay gguf's -- because llvmpipe loads a
-texel for all lanes at once where it loops over the lanes of a storage load (docs/real_models.md).
+block's quants are whole rgba32uint texels and its scales either words four rows a texel or a texel of the block's
+own -- moved, widened to f32 or multiplied out as exact f32 products, so the values stay gguf's -- because llvmpipe
+loads a texel for all lanes at once where it loops over the lanes of a storage load (docs/real_models.md).
 """
 
 from __future__ import annotations
