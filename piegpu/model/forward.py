@@ -24,20 +24,46 @@ folded into the embed shader and the uploaded weights.
 from __future__ import annotations
 
 from .kernels import Kernels
+from .lora_steps import Lora
 
 
-def add_block_output(k: Kernels, m, x, out_norm, s, key: tuple) -> None:
-    """h += m x, or h += rmsnorm(m x) * out_norm with a sandwich norm (s.hn holds m x meanwhile)."""
+def add_block_output(k: Kernels, m, x, out_norm, s, key: tuple, lora: Lora, layer: int, group: str) -> None:
+    """h += m x, or h += rmsnorm(m x) * out_norm with a sandwich norm (s.hn holds m x meanwhile); a LoRA
+    delta of projection `group` added to m x where the plan adapts it."""
+    adapted = lora.has(group)
     if out_norm is None:
         k.matvec_residual(m, x, residual=s.h, key=key)
+        if adapted:
+            lora.add(layer, group, x, s.h)
     else:
-        k.matvec_normed_residual(m, x, out_norm, residual=s.h, tmp=s.hn, key=key)
+        k.matvec_normed_residual(m, x, out_norm, residual=s.h, tmp=s.hn, key=key,
+                                 then=(lambda: lora.add(layer, group, x, s.hn)) if adapted else None)
 
 
-def normed(k: Kernels, s, norm, key: tuple) -> tuple:
-    """(x, norm) for a matvec of rmsnorm(h): h and the norm where the pass's matvecs fold it in, else
-    the normalized rows (a norm dispatch of their own, into s.hn) and None."""
-    if k.decode or k.folds_norm:
+def gate_up(k: Kernels, layer, s, i: int, lora: Lora) -> None:
+    """s.act = act(gate x) * (up x), x = rmsnorm(h): fused in the matvec, or with LoRA stored, adapted, activated."""
+    if not lora.has("gate_up"):
+        x, norm = normed(k, s, layer.post_norm, (i, "n2"))
+        k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
+        return
+    x, _ = normed(k, s, layer.post_norm, (i, "n2"), own=True)
+    k.store(layer.gate_up, x, out=lora.bufs["gu"], key=(i, "gu"))
+    lora.glu(i, x, lora.bufs["gu"], s.act)
+
+
+def qkv_stored(k: Kernels, w, layer, s, i: int, x, norm, lora: Lora) -> None:
+    """[q | k | v] of every token stored in s.qkv, with its LoRA delta, its bias / q-k norm (qk_prep) after."""
+    k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
+    if lora.has("qkv"):
+        lora.add(i, "qkv", x, s.qkv)
+    if w.qk_prep:
+        k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
+
+
+def normed(k: Kernels, s, norm, key: tuple, own: bool = False) -> tuple:
+    """(x, norm) for a matvec of rmsnorm(h): h and the norm where the pass's matvecs fold it in (not with `own`:
+    a LoRA's A reads x too), else the normalized rows (a norm dispatch of their own, into s.hn) and None."""
+    if (k.decode or k.folds_norm) and not own:
         return s.h, norm
     k.rmsnorm(s.h, norm, out=s.hn, tokens=k.T, first=0, key=key)
     return s.hn, None
@@ -68,24 +94,23 @@ def forward(k: Kernels, w, ws, s, tokens, first: int, rows: int, hidden: bool = 
     `tokens` is the channel buffer holding the pass's token ids; the logits of token
     rows [first, first + rows) land in s.logits (and, with `hidden`, their final-normed rows in s.hn).
     """
+    lora = Lora(k, w, s, [(ws, 0, k.T)])
     k.embed(w.embed, tokens, out=s.h, binds=ws.binds)
     for i, layer in enumerate(w.layers):
         rope = w.rope_table(ws.max_tokens, i)
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h)))))
-        x, norm = normed(k, s, layer.input_norm, (i, "n1"))
-        if w.qk_prep:  # bias / q-k norm before RoPE: project, prepare, then rotate and write the KV cache
-            k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
-            k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
+        x, norm = normed(k, s, layer.input_norm, (i, "n1"), own=lora.has("qkv"))
+        if w.qk_prep or lora.has("qkv"):  # a step before RoPE: project, prepare, then rotate and write the KV cache
+            qkv_stored(k, w, layer, s, i, x, norm, lora)
             k.rope_kv_seqs(s.qkv, s.q, rope, [(ws, 0, k.T)], i)
         else:
             k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, ws=ws, layer=i, rope=rope, key=(i, "qkv"), binds=ws.binds)
         k.attention(s.q, ws, i, out=s.o, key=(i, "attention"), binds=ws.binds, window=k.config.window(i),
                     parts=s.parts)
-        add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
+        add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, (i, "o"), lora, i, "o")
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
-        x, norm = normed(k, s, layer.post_norm, (i, "n2"))
-        k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
-        add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
+        gate_up(k, layer, s, i, lora)
+        add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, (i, "down"), lora, i, "down")
     final_logits(k, w, s, first, rows, hidden)  # final norm + logits of the readout rows
 
 
@@ -100,25 +125,23 @@ def forward_batch(k: Kernels, w, seqs: list, s, tokens, readout: list, hidden: b
     rows in s.hn the same way: apart, the norm gathers them there anyway).
     """
     positions = max(ws.max_tokens for ws, _, _ in seqs)
+    lora = Lora(k, w, s, seqs)
     k.embed(w.embed, tokens, out=s.h, binds={})  # the plan keeps it (the plan lives with its ForwardPass)
     for i, layer in enumerate(w.layers):
         # attention block: h += o_proj(attention(rope(qkv(rmsnorm(h))))), attention per sequence
         rope = w.rope_table(positions, i)
-        x, norm = normed(k, s, layer.input_norm, (i, "n1"))
-        if not w.qk_prep and k.fuses_rope_kv(seqs):  # q, k and v rotated and written by the QKV matmul
+        x, norm = normed(k, s, layer.input_norm, (i, "n1"), own=lora.has("qkv"))
+        if not w.qk_prep and not lora.has("qkv") and k.fuses_rope_kv(seqs):  # q, k, v rotated and written by the
             k.qkv_rope_kv(layer.qkv, x, norm, q=s.q, ws=None, layer=i, rope=rope, key=(i, "qkv"), seqs=seqs,
-                          binds={})  # (its bind groups name this plan's sequences: made for the plan, not shared)
+                          binds={})  # QKV matmul (its bind groups name this plan's sequences: made for the plan)
             k.attention_seqs(s.q, s.o, seqs, i)
         else:
-            k.qkv(layer.qkv, x, out=s.qkv, key=(i, "qkv"), norm=norm)
-            if w.qk_prep:
-                k.qk_prep(s.qkv, layer, key=(i, "qk_prep"))
+            qkv_stored(k, w, layer, s, i, x, norm, lora)
             k.rope_attention_seqs(s.qkv, s.q, rope, s.o, seqs, i)  # every sequence's pages in one dispatch
-        add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, key=(i, "o"))
+        add_block_output(k, layer.o, s.o, layer.attn_out_norm, s, (i, "o"), lora, i, "o")
         # feed-forward block: h += down(act(gate(x)) * up(x)), x = rmsnorm(h)
-        x, norm = normed(k, s, layer.post_norm, (i, "n2"))
-        k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
-        add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, key=(i, "down"))
+        gate_up(k, layer, s, i, lora)
+        add_block_output(k, layer.down, s.act, layer.ffn_out_norm, s, (i, "down"), lora, i, "down")
     # final norm of each sequence's readout rows, gathered in order (adjacent ones in one dispatch: a
     # decode pass's are all adjacent); logits of all of them
     runs: list = []  # [first token row, rows]

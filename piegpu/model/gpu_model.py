@@ -82,6 +82,7 @@ class Scratch:
         # [q | k | v] before RoPE: batched passes, and every pass of a family with q/k steps before RoPE
         self.qkv = buf(T * (qr + 2 * c.num_key_value_heads * c.head_dim), "qkv") if T > 1 or model.qk_prep else None
         self.binds: dict = {}  # bind groups over weights and these buffers only (shared by every working set)
+        self.lora = None  # LoRA steps' buffers (model/lora_steps.py buffers), made with the first adapted plan
 
 
 class GpuModel:
@@ -132,6 +133,9 @@ class GpuModel:
         self.weight_bytes = sum(m.nbytes for m in matrices)
         self.kv = KvPool(self, kv_mb, page_tokens, textures, kv_dtype, self.context)  # every working set's KV pages
         self._working_sets = weakref.WeakSet()  # released with everything else
+        self.lora = None  # the resident LoRA adapters (model/lora_bank.py), made by the first adapter used
+        self.lora_slots = None  # the bank's most slots (load_model(max_loras=...); None: the default)
+        self.merged: list = []  # (LoraWeights, scale) merged into the weights, in order (model/lora_merge.py)
         self.closed = False
 
     def _layer(self, lw, i: int, up) -> GpuLayer:
@@ -213,6 +217,7 @@ class GpuModel:
         for src, dst in pairs:
             if src is not dst:
                 dst.share_from(src, src.length)
+                dst.same_adapter(src)
 
     def kv_stats(self) -> dict:
         """The KV pool's use: pages_total, pages_used, page_tokens, bytes_per_page, ... (API.md section 8)."""
@@ -305,7 +310,7 @@ class GpuModel:
         hidden rows (`hidden`) is cached apart from one that does not.
         """
         splits = self.decode_splits if T == 1 and ws.length >= SPLIT_FROM else 1
-        key = (T, readout, tokens, splits, hidden)
+        key = (T, readout, tokens, splits, hidden, self.plan_epoch)
         hit = ws.plans.get(key)
         if hit is None:
             first, rows = readout if readout is not None else (T - 1, 1)
@@ -317,6 +322,19 @@ class GpuModel:
                 forward(Kernels(self, rec, T, scope=(T, rows), splits=splits), self, ws, s, tokens, first, rows, hidden)
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
+
+    @property
+    def plan_epoch(self) -> tuple:
+        """(merges into the weights, the LoRA bank's layout generation): every plan key holds it, so a plan is
+        made again when either changes what a pass binds."""
+        return len(self.merged), 0 if self.lora is None else self.lora.epoch
+
+    def lora_bank(self):
+        """The bank of resident LoRA adapters (made on first use; model/lora_bank.py)."""
+        from .lora_bank import DEFAULT_MAX_SLOTS, LoraBank
+        if self.lora is None:
+            self.lora = LoraBank(self, self.lora_slots or DEFAULT_MAX_SLOTS)
+        return self.lora
 
     def readout_buffer(self, name: str, logits):
         """The buffer of readout input `name` of the passes whose logits land in `logits`: "logits" itself, or
@@ -398,8 +416,9 @@ class GpuModel:
             out = self._forward_chunk(ws, chunk, readout if last else None)
         return out
 
-    def logits_all(self, ids) -> np.ndarray:
-        """Logits [len(ids), vocab] at every position of one prefill from an empty state (a working set of its own).
+    def logits_all(self, ids, adapter=None) -> np.ndarray:
+        """Logits [len(ids), vocab] at every position of one prefill from an empty state (a working set of its own;
+        `adapter`: the LoRA it runs under, (key, LoraWeights, scale)).
 
         The tokens run in passes of up to MAX_PREFILL_TOKENS (fewer when a pass's readout of all
         its rows would exceed one storage binding), each reading out every row.
@@ -415,6 +434,8 @@ class GpuModel:
                                   "score at most that many tokens per call, or load with a longer context=")
         per = max(1, min(MAX_PREFILL_TOKENS, self.max_binding // (c.vocab_size * 4)))
         ws = self.working_set(int(ids.size))
+        if adapter is not None:
+            ws.set_adapter(*adapter)
         try:
             return np.concatenate([self._forward_chunk(ws, list(ids[t: t + per]), (0, len(ids[t: t + per])))
                                    for t in range(0, ids.size, per)])

@@ -42,34 +42,39 @@ def load_parts(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
     """Read and upload the default model (None), a GGUF file (used in place), a directory with config.json +
     safetensors, or a model by name (model/sources: Hugging Face, Ollama, LM Studio)."""
     from ..runtime.progress import quiet
-    from .facts import dir_facts, gguf_facts
     from .sources import resolve
     t0 = time.perf_counter()
     with quiet(not verbose):
         where = resolve(name_or_path, lambda msg: _say(verbose, msg))
-        path = where.path
-        if where.is_gguf:
-            from .gguf_model import open_gguf_model
-            _say(verbose, f"reading {path} in place")
-            g = open_gguf_model(path)
-            config, tokenizer, template = g.config, g.tokenizer, g.chat_template
-            from .gguf_arch import norms_stored_plus_one
-            weights = weights_from_gguf(config, g.tensors, norms_stored_plus_one(g.arch))
-            info = gguf_facts(g.reader, config, path, where.origin, where.name, template is not None)
-        else:
-            config = LlamaConfig.from_file(path / "config.json")
-            tokenizer = load_tokenizer(path)
-            template = load_chat_template(path)
-            from .checkpoint import load_checkpoint
-            _say(verbose, f"reading weights from {path}")
-            info = dir_facts(config, path, where.origin, where.name)
-            config, tensors = load_checkpoint(path, raw=True)
-            fmt = "f16" if all(getattr(t, "dtype", None) is not None and t.dtype.itemsize == 2
-                               for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
-            tensors = {k: _as_float(v) for k, v in tensors.items()}
-            weights = weights_from_tensors(config, tensors, fmt)
+        config, tokenizer, template, weights, info = read_source(where, verbose)
         return _upload(config, tokenizer, template, weights, info, where, device, kv_mb, page_tokens, kv_dtype,
                        context, verbose, t0)
+
+
+def read_source(where, verbose: bool = False) -> tuple:
+    """(config, tokenizer, chat template, ModelWeights laid out lazily, facts) of a resolved model source."""
+    from .facts import dir_facts, gguf_facts
+    path = where.path
+    if where.is_gguf:
+        from .gguf_model import open_gguf_model
+        _say(verbose, f"reading {path} in place")
+        g = open_gguf_model(path)
+        config, tokenizer, template = g.config, g.tokenizer, g.chat_template
+        from .gguf_arch import norms_stored_plus_one
+        weights = weights_from_gguf(config, g.tensors, norms_stored_plus_one(g.arch))
+        return config, tokenizer, template, weights, gguf_facts(g.reader, config, path, where.origin, where.name,
+                                                                template is not None)
+    config = LlamaConfig.from_file(path / "config.json")
+    tokenizer = load_tokenizer(path)
+    template = load_chat_template(path)
+    from .checkpoint import load_checkpoint
+    _say(verbose, f"reading weights from {path}")
+    info = dir_facts(config, path, where.origin, where.name)
+    config, tensors = load_checkpoint(path, raw=True)
+    fmt = "f16" if all(getattr(t, "dtype", None) is not None and t.dtype.itemsize == 2
+                       for t in tensors.values() if getattr(t, "ndim", 0) == 2) else "f32"
+    tensors = {k: _as_float(v) for k, v in tensors.items()}
+    return config, tokenizer, template, weights_from_tensors(config, tensors, fmt), info
 
 
 def _upload(config, tokenizer, template, weights, info, where, device, kv_mb, page_tokens, kv_dtype, context,

@@ -33,6 +33,7 @@ class WorkingSet:
     binds: dict = field(default_factory=dict)  # bind groups of passes over this working set (die with it)
     plans: dict = field(default_factory=dict)  # dispatch plans of passes over this working set
     session: object = None  # the runtime Session decoding on it (made by Model.session)
+    adapter: tuple = (None, 1.0)  # (LoRA adapter key or None, adapter_scale): set_adapter
 
     def __post_init__(self):
         pool = self.model.kv
@@ -45,6 +46,36 @@ class WorkingSet:
         """Give the pages and the table row back to the pool now (the working set is unusable after)."""
         self._finalizer()
         self.length = 0
+        self._drop_pin()
+
+    # ---- LoRA --------------------------------------------------------------------------------
+    def set_adapter(self, key=None, weights=None, scale: float = 1.0) -> None:
+        """Run this sequence's passes under LoRA adapter `weights` (a LoraWeights; key: its name in the model's
+        registry) times `scale`, or under none (key None): its slot and scale go to words 2 and 3 of the
+        page-table row, read by the LoRA steps. KV already held was computed under the former adapter: callers
+        reset a sequence whose adapter changes (textgen does)."""
+        import numpy as np
+        pin = None
+        if key is not None:
+            pin = self.model.lora_bank().acquire(key, weights)
+        self._drop_pin()
+        self._pin, self._lora = pin, weights
+        self.adapter = (key, float(scale)) if key is not None else (None, 1.0)
+        words = np.array([0 if pin is None else pin.slot + 1, 0], np.uint32)
+        words[1:] = np.array([scale], np.float32).view(np.uint32)
+        self.pool.device.queue.write_buffer(self.pool.tables, (self.slot * self.pool.row_words + 2) * 4,
+                                            words.tobytes())
+
+    def same_adapter(self, src: "WorkingSet") -> None:
+        """Run under `src`'s adapter and scale (a fork, a shared prefix)."""
+        if self.adapter != src.adapter:
+            self.set_adapter(src.adapter[0], getattr(src, "_lora", None), src.adapter[1])
+
+    def _drop_pin(self) -> None:
+        pin = getattr(self, "_pin", None)
+        if pin is not None:
+            pin.release()
+        self._pin = None
 
     # ---- pages --------------------------------------------------------------------------------
     def reserve(self, n: int) -> None:

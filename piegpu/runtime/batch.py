@@ -148,12 +148,13 @@ class Batch:
 
     # ---- joining ----------------------------------------------------------------------------
     def add(self, prompt: list, params, max_tokens: int, stop_ids=(), on_token: Callable | None = None,
-            session=None, row_state=None) -> Sequence:
+            session=None, row_state=None, adapter=None) -> Sequence:
         """Admit a sequence: `prompt` token ids are prefilled in chunks between decode passes, then it decodes.
 
         `session`: a Session whose working set already holds a prefix of prompt[:-1] (a fork of
         a shared prefix; the rest is prefilled here), or None for a fresh working set with room
-        for prompt + max_tokens. `row_state`: the row sampler's host data for this row.
+        for prompt + max_tokens. `row_state`: the row sampler's host data for this row. `adapter`: the LoRA
+        the row runs under ((key, LoraWeights, scale), textgen/adapters.py LoraUse; None: the base model).
         """
         prompt = [int(t) for t in prompt]
         label = f"sequence {len(self.sequences)}"
@@ -174,7 +175,13 @@ class Batch:
                                       "Fix: a shorter prompt")
             session = self.model.session(self.model.working_set(min(limit, need)))
             prefilled = 0
+            if adapter is not None:
+                session.ws.set_adapter(*adapter)
         else:
+            want = (adapter[0], adapter[2]) if adapter is not None else (None, 1.0)
+            if session.ws.adapter != want:
+                raise ValidationError(f"{label}: the given session runs under adapter {session.ws.adapter[0]!r}, not "
+                                      f"{want[0]!r}. Fix: set the adapter on its working set before its prefill")
             if session.ws.length > len(prompt) - 1:
                 raise ValidationError(f"{label}: the given session holds {session.ws.length} tokens, more than the "
                                       f"{len(prompt) - 1} prompt tokens before the last. Fix: set_length() it to "

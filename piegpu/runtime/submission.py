@@ -31,7 +31,7 @@ def record_into(pipe, pp: PreparedPass, enc) -> int:
         keep = pp.keep
         n += pipe.gpu.encode_advance(cpass, ws, pp.T, keep.buffer if keep is not None else None)
     else:  # the plan advances every working set; the epilogue reads no KV length
-        key = tuple(pp.seqs)
+        key = (tuple(pp.seqs), pipe.gpu.plan_epoch)  # a LoRA bank that grew, a merge: plans made again
         hit = pp.plans.get(key)
         if hit is None:
             seqs = [(ref(), first, count) for ref, (first, count) in zip(pp.wss, pp.seqs)]

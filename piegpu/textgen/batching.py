@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 from ..errors import ValidationError
+from .adapters import apply
 from .generation import Generation
 from ..runtime.batch import Batch
 from ..runtime.window import check_window
@@ -43,7 +44,7 @@ def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
     else:  # g.sampler: the options' sampler with what generate() adds (a watermark: refused, never dropped)
         params = RowParams.of(g.sampler, g.seed, logprobs, constrained=constraint is not None)
     # penalties count the prompt, as generate() does
-    return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint)
+    return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint, adapter=g.lora)
 
 
 def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
@@ -60,7 +61,7 @@ def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
 
 async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                           seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16,
-                          window: int | None = None, **options) -> list:
+                          window: int | None = None, adapters: list | None = None, **options) -> list:
     """Async generate_batch()."""
     if isinstance(prompts, str) or not all(isinstance(p, str) for p in prompts):
         raise ValidationError("generate_batch: prompts must be a list of str. Fix: generate_batch(['a', 'b'])")
@@ -68,7 +69,8 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
     for i, p in enumerate(prompts):
         try:
             gens.append(Generation(model, p, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
-                                   seed=seed, stop=stop, chat=chat, **options))
+                                   seed=seed, stop=stop, chat=chat, adapter=None if adapters is None else adapters[i],
+                                   **options))
         except ValidationError as e:
             raise ValidationError(f"generate_batch: prompt {i}: {e}") from None
     t0 = time.perf_counter()
@@ -94,25 +96,26 @@ async def _shared_prefix(model, gens: list) -> list:
     ids = [g.prompt_ids[:-1] for g in gens]  # each prompt's last token is embedded by its first decode pass
     n = min((len(i) for i in ids), default=0)
     common = next((k for k in range(n) if any(i[k] != ids[0][k] for i in ids[1:])), n)
-    if len(gens) < 2 or common < model.gpu.kv.page:
-        return [None] * len(gens)
+    if len(gens) < 2 or common < model.gpu.kv.page or len({g.lora for g in gens}) > 1:
+        return [None] * len(gens)  # (a prefix computed under one adapter is no prefix under another)
     for g in gens[1:]:
         g.stats.reused_tokens = common  # the first prompt's prefill of the common prefix, shared
     room = max(len(g.prompt_ids) + g.budget for g in gens)  # pages are taken as used, so room costs nothing
     base = model.session(model.working_set(min(model.context, room)))
+    apply(base.ws, gens[0].lora)
     await base.extend(ids[0][:common])
     return [base] + [base.fork() for _ in gens[1:]]
 
 
 def generate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0, seed: int = 0,
                    stop=None, chat: bool = False, max_batch: int = 16, window: int | None = None,
-                   **options) -> list:
+                   adapters: list | None = None, **options) -> list:
     """One finished Generation per prompt (.text, .tokens, .stats), all decoded together in batched passes.
 
     `window`: passes run ahead per host read (see runtime/batch.py); None = the adapter's best.
     """
     return run_sync(agenerate_batch(model, prompts, max_tokens, sampler, temperature, seed, stop, chat, max_batch,
-                                    window, **options))
+                                    window, adapters, **options))
 
 
 class Samples:
@@ -150,6 +153,7 @@ class Samples:
         t0 = time.perf_counter()
         base = self.model.session(self.model.working_set(min(self.model.context,
                                                               len(ids) + first.max_tokens + 1)))
+        apply(base.ws, first.lora)
         await base.extend(ids[:-1])
         sessions = [base] + [base.fork() for _ in range(self.n - 1)]
         prefill_s = time.perf_counter() - t0

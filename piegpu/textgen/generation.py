@@ -13,6 +13,7 @@ from ..runtime.session import iterate_sync, run_sync
 from ..samplers import SamplerStates, SeqContext
 from ..samplers.options import SamplingOptions
 from ..samplers.program import ProgramSampler, ProgramStates
+from .adapters import apply, same_key
 from .tokens import MAX_TOKENS, TokenOutput
 
 @dataclass
@@ -58,7 +59,8 @@ class Generation:
 
     def __init__(self, model, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, on_token=None,
-                 reuse_prefix: bool = False, window: int | None = None, **sampler_args):
+                 reuse_prefix: bool = False, window: int | None = None, adapter=None, adapter_scale: float = 1.0,
+                 **sampler_args):
         if on_token is not None and not callable(on_token):
             raise ValidationError(f"generate: on_token must be callable (called with each text piece), "
                                   f"got {on_token!r}")
@@ -80,6 +82,7 @@ class Generation:
         self.model = model
         self.prompt = prompt
         self.max_tokens = max_tokens
+        self.lora = model._adapters.use(adapter, adapter_scale)  # the LoRA it runs under (textgen/adapters.py)
         self.window = None if window is None else check_window(window, "generate")  # None: the pipeline's
         from ..inferlets.grammar import REQUEST_KEYS, Constraint, pop_request
         # grammar=/lark=/regex=/json_schema=/json_object=: checked (llguidance's message) before any device work
@@ -101,6 +104,8 @@ class Generation:
         self.reuse_prefix = bool(reuse_prefix)
         self._sequence = ids  # with reuse_prefix: the whole sequence, of which prompt_ids is the unheld rest
         if working_set is not None and not reuse_prefix:
+            if working_set.length and not same_key(working_set, self.lora):
+                apply(working_set, self.lora)  # (raises: KV of another adapter)
             sess = model.session(working_set)
             sess.sync()
             if sess.pending is not None:  # the last token drawn on this working set is not embedded yet
@@ -162,7 +167,7 @@ class Generation:
 
     def _plan_reuse(self, sess) -> int:
         """With reuse_prefix: how many tokens of the sequence the working set keeps; prompt_ids becomes the rest."""
-        keep = sess.common_prefix(self._sequence)
+        keep = sess.common_prefix(self._sequence) if same_key(sess.ws, self.lora) else 0
         self.prompt_ids = self._sequence[keep:]
         self.stats.prompt_tokens = len(self.prompt_ids)
         self.stats.reused_tokens = keep
@@ -211,6 +216,7 @@ class Generation:
         sess = model.session(self.ws)
         if self.reuse_prefix:  # planned again: the working set may have changed since __init__
             sess.truncate(self._plan_reuse(sess))
+        apply(self.ws, self.lora)
         pipe = sess.pipe
         t0 = time.perf_counter()
         await sess.extend(self.prompt_ids[:-1])

@@ -38,6 +38,8 @@ class Model:
         self._default_pipeline = None
         self._shared_session = None
         self._make_lock = threading.RLock()  # the default pipeline and shared session are made once
+        from .adapters import Adapters
+        self._adapters = Adapters(self)  # LoRA adapters by name (textgen/adapters.py)
 
     # ---- lifetime ----------------------------------------------------------------------------
     @property
@@ -148,8 +150,30 @@ class Model:
             s = self._shared_session = self.session(ws)
         return s
 
-    def logits(self, token_ids) -> "np.ndarray":
-        """numpy f32 [len(token_ids), vocab]: the logits at every position of one prefill from an empty state."""
+    # ---- LoRA adapters (textgen/adapters.py) ---------------------------------------------------
+    def load_adapter(self, path, name: str | None = None):
+        """Load a LoRA adapter (a PEFT folder or a GGUF LoRA) for this model -> Adapter (use it by object or name)."""
+        self.check_open()
+        return self._adapters.load(path, name)
+
+    def unload_adapter(self, adapter) -> None:
+        """Forget a loaded adapter (refused while a sequence runs under it)."""
+        self._adapters.unload(adapter)
+
+    @property
+    def adapters(self) -> list:
+        """The loaded adapters."""
+        return list(self._adapters.loaded.values())
+
+    def merge_adapter(self, adapter, scale: float = 1.0) -> None:
+        """Merge an adapter into the weights (W += scale B A), irreversibly for this model object; it is unloaded."""
+        self.check_open()
+        with device_lock(self.gpu.device):
+            self._adapters.merge(adapter, scale)
+
+    def logits(self, token_ids, adapter=None, adapter_scale: float = 1.0) -> "np.ndarray":
+        """numpy f32 [len(token_ids), vocab]: the logits at every position of one prefill from an empty state
+        (under a LoRA `adapter` times adapter_scale, if given)."""
         import numpy as np
         self.check_open()
         ids = np.asarray(token_ids)
@@ -159,8 +183,9 @@ class Model:
         if ids.min() < 0 or ids.max() >= self.config.vocab_size:
             raise ValidationError(f"logits(token_ids): ids must be in [0, {self.config.vocab_size}), got "
                                   f"{ids.min()}..{ids.max()}")
+        use = self._adapters.use(adapter, adapter_scale)
         with device_lock(self.gpu.device):
-            return self.gpu.logits_all(ids)
+            return self.gpu.logits_all(ids, use)
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True, tools: list | None = None) -> str:
         """The model's chat template applied to a user string or a list of {role, content} messages
@@ -177,8 +202,11 @@ class Model:
 
     def generate(self, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,
-                 reuse_prefix: bool = False, window: int | None = None, **sampler_args):
+                 reuse_prefix: bool = False, window: int | None = None, adapter=None, adapter_scale: float = 1.0,
+                 **sampler_args):
         """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation.
+
+        `adapter`: a LoRA Adapter (or a loaded adapter's name) applied times adapter_scale (load_adapter).
 
         The synchronous forms (`for piece in ...`, `.run()`) work anywhere: no event loop, inside a
         running one (Jupyter, qasync), any thread. `on_token(piece)` is called with each text piece
@@ -203,27 +231,35 @@ class Model:
                                       "and reuse_prefix=")
             return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
                            temperature=temperature, stop=stop, chat=chat, on_token=on_token, window=window,
-                           **sampler_args)
+                           adapter=adapter, adapter_scale=adapter_scale, **sampler_args)
         from .generation import Generation
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                           seed=seed, stop=stop, working_set=working_set, chat=chat, on_token=on_token,
-                          reuse_prefix=reuse_prefix, window=window, **sampler_args)
+                          reuse_prefix=reuse_prefix, window=window, adapter=adapter, adapter_scale=adapter_scale,
+                          **sampler_args)
 
     def generate_batch(self, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                        seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, window: int | None = None,
-                       **sampler_args) -> list:
+                       adapters: list | None = None, **sampler_args) -> list:
         """One finished Generation per prompt, decoded together (one row per prompt in each pass).
 
-        `window`: passes that run ahead on the device per host read (None: the adapter's best).
+        `window`: passes that run ahead on the device per host read (None: the GPU adapter's best).
+        `adapters`: one LoRA adapter (Adapter, name or None) per prompt; rows of different adapters share passes.
         """
         from .batching import generate_batch
         self.check_open()
+        if adapters is not None:
+            if isinstance(adapters, (str, bytes)) or not hasattr(adapters, "__len__") or len(adapters) != len(prompts):
+                raise ValidationError(f"generate_batch(adapters=...): one adapter (or None) per prompt, a list of "
+                                      f"{len(prompts)}; got {adapters!r:.80}")
         return generate_batch(self, prompts, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
-                              seed=seed, stop=stop, chat=chat, max_batch=max_batch, window=window, **sampler_args)
+                              seed=seed, stop=stop, chat=chat, max_batch=max_batch, window=window, adapters=adapters,
+                              **sampler_args)
 
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
-               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE, context: int | None = None) -> Model:
+               page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE, context: int | None = None,
+               max_loras: int | None = None) -> Model:
     """Load the default model (None), a GGUF file, a directory with config.json + safetensors, or a model by name.
 
     Names: a Hugging Face repo id "org/repo[:QUANT][@REVISION]" ("hf:" optional; downloaded into huggingface_hub's
@@ -235,8 +271,13 @@ def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
     (at least 4096); 0 is the model's own; `model.context` says what was chosen. kv_mb sizes the KV page pool every sequence draws from (None: two whole contexts, at most 1 GiB,
     and an eighth of RAM on CPU adapters); page_tokens is the positions a page holds; kv_dtype "f16"
     (the default) stores K and V rounded to half precision (half the bytes a position: twice the positions in
-    kv_mb), "f32" keeps them exact.
+    kv_mb), "f32" keeps them exact. max_loras: the most LoRA adapters resident on the device at once (default 8;
+    more are loaded on the host and swapped in, least recently used first).
     """
+    if max_loras is not None and (isinstance(max_loras, bool) or not isinstance(max_loras, int) or max_loras < 1):
+        raise ValidationError(f"load_model(max_loras={max_loras!r}): the most LoRA adapters on the device at once, "
+                              "an int >= 1")
     p = load_parts(name_or_path, verbose=verbose, device=device, kv_mb=kv_mb, page_tokens=page_tokens,
                    kv_dtype=kv_dtype, context=context)
+    p.gpu.lora_slots = max_loras
     return Model(p.config, p.tokenizer, p.gpu, p.source, p.chat_template, p.info)

@@ -82,13 +82,14 @@ class TokenOutput:
 
 
 def admit(batch, out: TokenOutput, prompt_ids: list, params, session=None, constraint=None,
-          on_token: Callable | None = None):
+          on_token: Callable | None = None, adapter=None):
     """Add a sequence to a runtime Batch; its drawn tokens go through `out`. Returns the runtime Sequence.
 
     `constraint`: a grammar matcher (mask_into, consume) for the row, or None. `on_token(seq,
     token, piece)`, if given, sees each accepted token with its text piece (the server's
     logprob entries); returning False ends the row. The batch itself ends the row at
-    `out.budget` ("length") and at a stop token; `out` ends it at a stop string or a cancel.
+    `out.budget` ("length") and at a stop token; `out` ends it at a stop string or a cancel. `adapter`: the
+    LoRA the row runs under (textgen/adapters.py LoraUse, or None).
     """
     state = RowState(params, batch.model.config.vocab_size, prompt_ids, constraint)
 
@@ -98,7 +99,8 @@ def admit(batch, out: TokenOutput, prompt_ids: list, params, session=None, const
             return False
         return more or out.stop_reason == MAX_TOKENS  # the budget is the batch's "length", not a stop
 
-    return batch.add(prompt_ids, params, out.budget, out.stop_ids, on_drawn, session=session, row_state=state)
+    return batch.add(prompt_ids, params, out.budget, out.stop_ids, on_drawn, session=session, row_state=state,
+                     adapter=adapter)
 
 
 def finish_reason(seq) -> str:

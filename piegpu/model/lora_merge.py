@@ -1,0 +1,72 @@
+"""Merging LoRA adapters into a model's weights (model.merge_adapter): W' = W + scale B A per adapted projection.
+
+The base weights are read again from the model's files (the device copies cannot be read back; quantized
+ones are blocks), every adapter merged so far is added in order, and each adapted fused matrix is uploaded
+anew: f32 and f16 sources keep their format, quantized ones become f16 (llama.cpp's export-lora writes f16 too:
+requantizing would lose the delta), so a merged Q4 layer takes about 3.5x its bytes. Plans are made again
+(GpuModel.plan_epoch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelError
+from .gpu_weights import RowParts, dequantize, pack_dense, upload
+from .lora_bank import GROUPS
+from .lora_files import LoraWeights, target_shapes
+
+
+def fused_delta(config, w: LoraWeights, layer: int, group: str) -> np.ndarray | None:
+    """B A of a fused projection's rows (q | k | v; gate and up interleaved), or None where `w` adapts none."""
+    deltas = [w.delta(layer, t) for t in GROUPS[group]]
+    if all(d is None for d in deltas):
+        return None
+    shapes = target_shapes(config)
+    out = sum(shapes[t][0] for t in GROUPS[group])
+    D = np.zeros((out, shapes[GROUPS[group][0]][1]), np.float32)
+    row = 0
+    for p, (t, d) in enumerate(zip(GROUPS[group], deltas)):
+        if d is not None:
+            if group == "gate_up":
+                D[p::2] = d
+            else:
+                D[row: row + d.shape[0]] = d
+        row += shapes[t][0]
+    return D
+
+
+def merge_into(gpu, source: str, merges: list) -> None:
+    """Rebuild every projection that `merges` ([(LoraWeights, scale)], all merges so far) adapts from `source`."""
+    from .loading import read_source
+    from .sources import resolve
+    try:
+        where = resolve(source, lambda msg: None)
+    except ModelError as e:
+        raise ModelError(f"merge_adapter re-reads the base weights from the model's files, and {source!r} has "
+                         f"none ({e}). Fix: a model loaded from a file, folder or name; or use the adapter unmerged "
+                         "(adapter=...)") from None
+    config, _, _, weights, _ = read_source(where)
+    if config.hidden_size != gpu.config.hidden_size or config.num_hidden_layers != gpu.config.num_hidden_layers:
+        raise ModelError(f"merge_adapter: {source} no longer holds the loaded model (its shapes changed on disk)")
+    groups = {"qkv", "o", "gate_up", "down"}
+    for i in range(config.num_hidden_layers):
+        lw = None
+        for g in sorted(groups):
+            deltas = [(fused_delta(config, w, i, g), s) for w, s in merges]
+            deltas = [(d, s) for d, s in deltas if d is not None]
+            if not deltas:
+                continue
+            lw = lw or weights.layers[i]
+            host = getattr(lw, g)
+            parts = host.parts if isinstance(host, RowParts) else [host]
+            W = np.concatenate([dequantize(p) for p in parts])
+            for d, s in deltas:
+                W += np.float32(s) * d
+            if not np.isfinite(W).all():
+                raise ModelError(f"merge_adapter: layer {i} {g} is not finite after the merge; the adapter is corrupt")
+            fmt = host.fmt if host.fmt in ("f32", "f16") else "f16"
+            setattr(gpu.layers[i], g, upload(gpu.device, pack_dense(W, fmt, f"layer {i} {g}"), gpu.max_binding,
+                                             f"l{i}.{g}.merged"))
+    gpu.weight_bytes = sum(m.nbytes for L in gpu.layers for m in (L.qkv, L.o, L.gate_up, L.down)) + \
+        gpu.embed.nbytes + (0 if gpu.lm_head is gpu.embed else gpu.lm_head.nbytes)
