@@ -38,7 +38,7 @@ _PEFT_KEY = re.compile(r"^(?:base_model\.model\.)?(?:model\.)?layers\.(\d+)\.(se
                        r"(?:\.[\w-]+)?\.weight$")
 
 
-@dataclass
+@dataclass(eq=False)
 class LoraWeights:
     """An adapter on the host: per layer {target: (A [r, in], B [out, r] with its scaling folded in)}, f32."""
 

@@ -68,5 +68,10 @@ def merge_into(gpu, source: str, merges: list) -> None:
             fmt = host.fmt if host.fmt in ("f32", "f16") else "f16"
             setattr(gpu.layers[i], g, upload(gpu.device, pack_dense(W, fmt, f"layer {i} {g}"), gpu.max_binding,
                                              f"l{i}.{g}.merged"))
+    for scratch in gpu._scratch.values():  # bind groups over the former matrices: made again
+        scratch.binds.clear()
+    for ws in list(gpu._working_sets):
+        ws.binds.clear()
+        ws.plans.clear()
     gpu.weight_bytes = sum(m.nbytes for L in gpu.layers for m in (L.qkv, L.o, L.gate_up, L.down)) + \
         gpu.embed.nbytes + (0 if gpu.lm_head is gpu.embed else gpu.lm_head.nbytes)

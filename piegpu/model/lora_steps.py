@@ -66,20 +66,19 @@ class Lora:
 
 
 def buffers(gpu, s, T: int) -> dict:
-    """The scratch's LoRA buffers for passes of T tokens under the bank's layout (made again when it grows):
-    u [T][the most parts x R], the stored gate/up rows [T][2 I], and the QKV rows where the scratch has none."""
+    """The scratch's LoRA buffers for passes of T tokens: u [T][3 x the bank's rank] (made again when the rank grows:
+    only the LoRA steps bind it, in bind groups of their plan), the stored gate/up rows [T][2 I] and the QKV rows
+    where the scratch has none (made once: the projections' cached bind groups hold them)."""
     import wgpu
     bank, c = gpu.lora, gpu.config
-    have = getattr(s, "lora", None)
-    if have is not None and have["epoch"] == bank.epoch:
-        return have
     use = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
     d = gpu.device
-    new = {"epoch": bank.epoch,
-           "u": d.create_buffer(size=max(16, T * 3 * bank.rank * 4), usage=use, label="lora-u"),
-           "gu": d.create_buffer(size=max(16, T * 2 * c.intermediate_size * 4), usage=use, label="lora-gate-up")}
-    if s.qkv is None:
-        width = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim
-        s.qkv = d.create_buffer(size=max(16, T * width * 4), usage=use, label="qkv")
-    s.lora = new
-    return new
+    if s.lora is None:
+        s.lora = {"rank": 0, "gu": d.create_buffer(size=max(16, T * 2 * c.intermediate_size * 4), usage=use,
+                                                   label="lora-gate-up")}
+        if s.qkv is None:
+            width = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim
+            s.qkv = d.create_buffer(size=max(16, T * width * 4), usage=use, label="qkv")
+    if s.lora["rank"] < bank.rank:
+        s.lora.update(rank=bank.rank, u=d.create_buffer(size=max(16, T * 3 * bank.rank * 4), usage=use, label="lora-u"))
+    return s.lora
