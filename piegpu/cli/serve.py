@@ -52,6 +52,9 @@ def _cmd_serve_ray(args) -> int:
     import os
 
     from ..server import ray as on_ray
+    if args.lora or args.max_loras:
+        args.parser.error("--lora and --max-loras are not wired into --ray replicas yet. Fix: serve adapters "
+                          "without --ray (one engine), or load them with POST /v1/load_lora_adapter per replica")
     on_ray.require_ray()
     on_ray.check_address(args.address)  # before anything starts
     replicas = args.replicas or 1
@@ -75,6 +78,15 @@ def _cmd_serve_ray(args) -> int:
                       lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
+def _lora_arg(value: str) -> tuple:
+    """--lora NAME=PATH -> (NAME, PATH)."""
+    import argparse
+    name, sep, path = value.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME=PATH (e.g. --lora sql=./sql-lora)")
+    return name, path
+
+
 def _cmd_serve(args) -> int:
     if args.ray:
         return _cmd_serve_ray(args)
@@ -89,8 +101,10 @@ def _cmd_serve(args) -> int:
     if not sys.stderr.isatty():  # a server's stderr is a log: progress as lines
         from ..runtime.progress import as_lines
         as_lines()
-    model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype, context=args.ctx)
-    return serve(model, host=args.host, port=args.port, max_batch=args.max_batch, max_queue=args.max_queue,
+    model = load_model(args.model, verbose=True, kv_mb=args.kv_mb, kv_dtype=args.kv_dtype, context=args.ctx,
+                       max_loras=args.max_loras)
+    return serve(model, loras=args.lora, host=args.host, port=args.port, max_batch=args.max_batch,
+                 max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
                  cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body,
                  log_level="info" if args.verbose else "warning", max_pass_tokens=args.max_pass_tokens)
@@ -125,6 +139,10 @@ def add_parser(sub) -> None:
     s.add_argument("--max-body", type=int_at_least(1024), default=4 << 20, metavar="BYTES",
                    help="largest request body accepted; larger ones get HTTP 413 (4 MiB)")
     s.add_argument("--model-id", default=None, help="the model name clients use (default: from the path)")
+    s.add_argument("--lora", action="append", type=_lora_arg, default=[], metavar="NAME=PATH",
+                   help="a LoRA adapter (PEFT folder or GGUF LoRA) served as model id NAME; repeatable")
+    s.add_argument("--max-loras", type=int_at_least(1), default=None, metavar="N",
+                   help="LoRA adapters resident on the device at once (8); more are swapped in, least recent first")
     s.add_argument("--verbose", action="store_true", help="log every request")
     r = s.add_argument_group("scale-out on Ray Serve (pip install 'piegpu[ray]')")
     r.add_argument("--ray", action="store_true", help="serve from Ray Serve replicas, one engine each")

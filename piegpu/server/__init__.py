@@ -32,9 +32,14 @@ def served_model_id(model, path: str | None) -> str:
 def serve(model, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16, max_queue: int = 64,
           api_key: str | None = None, ctx: int | None = None, model_id: str | None = None,
           cache_mb: float = 512.0, grace_s: float = 5.0, max_body: int = 4 << 20, log_level: str = "warning",
-          window: int | None = None, max_pass_tokens: int | None = None) -> int:
-    """Serve `model` until SIGINT/SIGTERM: streams in flight get grace_s seconds to finish, then are cancelled."""
+          window: int | None = None, max_pass_tokens: int | None = None, loras: list | None = None) -> int:
+    """Serve `model` until SIGINT/SIGTERM: streams in flight get grace_s seconds to finish, then are cancelled.
+
+    `loras`: [(name, path)] LoRA adapters loaded first, each served as a model id (piegpu serve --lora NAME=PATH).
+    """
     import uvicorn
+    for lname, path in loras or []:
+        model.load_adapter(path, name=lname)
 
     from .grammar import Constraints
     engine = Engine(model, max_batch=max_batch, max_queue=max_queue, ctx=ctx, cache_mb=cache_mb, window=window,

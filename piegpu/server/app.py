@@ -17,6 +17,7 @@ from ..errors import PieGpuError
 from .engine import Engine, Job, QueueFull
 from .jobs import EngineStopped
 from .llamacpp import register_llamacpp
+from .lora_routes import LoraServing, register_lora
 from .page import register_page
 from .protocol import ChatCompletionRequest, CompletionRequest, ServerError, error_body
 from .programs import SamplerPrograms, register_programs
@@ -41,13 +42,12 @@ class Api:
         self.created = int(time.time())
         self.constraints = constraints  # (request) -> a per-choice constraint factory, or None
         self.programs = SamplerPrograms(engine.vocab)  # sampler programs registered at /v1/sampler-programs
+        self.lora = LoraServing(engine.model, model_id)  # adapters as model ids, llama.cpp's ids and scales
 
     # ---- request -> jobs ----------------------------------------------------------------------
     def check_model(self, name: str) -> None:
-        """404 for a model this server does not serve (as OpenAI and vLLM answer)."""
-        if name != self.model_id:
-            raise ServerError(404, f"The model `{name}` does not exist. This server serves `{self.model_id}`.",
-                              "model", "model_not_found")
+        """404 for a model this server does not serve (as OpenAI and vLLM answer): the base model or an adapter."""
+        self.lora.check(name)
 
     def budget(self, req, prompt_ids: list) -> int:
         """max_tokens for this prompt, or a 400 naming both numbers when prompt + max_tokens exceed the context."""
@@ -83,7 +83,7 @@ class Api:
         params = self.row_params(req, logprobs, top)
         factory = self.constraints.factory(req) if self.constraints is not None and params[0].constrained else None
         return Job(list(prompt_ids), params, max_tokens, req.stops(), emit, factory,
-                   frozenset(self.model.config.eos_token_ids))
+                   frozenset(self.model.config.eos_token_ids), adapter=self.lora.for_request(req))
 
     def encode(self, text: str) -> list:
         """Token ids of `text` as model.generate encodes a prompt."""
@@ -229,7 +229,7 @@ async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list,
                                                 for k, ids in enumerate(prompts)])
     rid = shape.id_prefix + secrets.token_hex(12)
     created = int(time.time())
-    head = {"id": rid, "object": shape.object, "created": created, "model": api.model_id,
+    head = {"id": rid, "object": shape.object, "created": created, "model": req.model or api.model_id,
             "system_fingerprint": None}
 
     def index(ev) -> int:
@@ -343,15 +343,18 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
 
     @app.get("/v1/models")
     async def models():
-        """The one model this server serves."""
-        return {"object": "list", "data": [{"id": model_id, "object": "model", "created": api.created,
-                                            "owned_by": "piegpu"}]}
+        """The base model and its LoRA adapters (each a model id, its parent the base: vLLM's convention)."""
+        return {"object": "list", "data": [card(n) for n in api.lora.served()]}
+
+    def card(name: str) -> dict:
+        extra = {} if name == model_id else {"parent": model_id, "root": api.model._adapters.loaded[name].path}
+        return {"id": name, "object": "model", "created": api.created, "owned_by": "piegpu", **extra}
 
     @app.get("/v1/models/{name}")
     async def model(name: str):
         """One model's card."""
         api.check_model(name)
-        return {"id": model_id, "object": "model", "created": api.created, "owned_by": "piegpu"}
+        return card(name)
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatCompletionRequest, request: Request):
@@ -384,7 +387,8 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
         echo = [api.model.tokenizer.decode(ids) for ids in prompts] if body.echo else None
         return await _respond(api, request, body, _Completion(api), prompts, logprobs, body.logprobs or 0, echo)
 
-    register_llamacpp(app, api, api_key)  # llama.cpp's /completion, /tokenize, /props, /metrics...
+    lc = register_llamacpp(app, api, api_key)  # llama.cpp's /completion, /tokenize, /props, /metrics...
+    register_lora(app, api.lora, lc.check_key)  # /lora-adapters, /v1/load_lora_adapter (server/lora_routes.py)
     register_page(app, api, api_key)  # the chat page at / (server/page.py)
 
     def openapi() -> dict:
@@ -394,7 +398,7 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
             for name in ("ChatCompletionRequest", "CompletionRequest"):
                 props = spec.get("components", {}).get("schemas", {}).get(name, {}).get("properties", {})
                 if "model" in props:
-                    props["model"]["enum"] = [model_id]
+                    props["model"]["enum"] = api.lora.served()
             app.openapi_schema = spec
         return app.openapi_schema
     app.openapi = openapi

@@ -19,6 +19,7 @@ from ..runtime import waits
 from ..runtime.batch import Batch
 from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
 from ..samplers.rows import RowSampling
+from ..textgen.adapters import apply
 from ..textgen.tokens import TokenOutput, admit, finish_reason
 from .admission import CPU_PASS_TOKENS, MAX_PASS_TOKENS, check_pass_tokens, pages_needed
 from .jobs import Choice, EngineStats, EngineStopped, Guarded, Job, QueueFull
@@ -228,7 +229,7 @@ class Engine:
                     break  # the KV pool cannot hold it next to the running ones yet: it waits, in arrival order
             if job.session is None:
                 leader, shared = self._leader(job)
-                if leader is not None and shared > self.cache.peek(job.prompt_ids):
+                if leader is not None and shared > self.cache.peek(job.prompt_ids, job.ns):
                     if leader.prefilled < shared:
                         rows += len(job.params)  # its rows stay reserved while it waits
                         continue
@@ -297,7 +298,7 @@ class Engine:
         for other in self._joining:
             if other is job:
                 break
-            if other.session is None or other.cancelled:
+            if other.session is None or other.cancelled or other.ns != job.ns:  # (KV of another adapter: no share)
                 continue
             n = shared_prefix(other.prompt_ids[:-1], want)
             if n > best_n:
@@ -311,8 +312,9 @@ class Engine:
         size = min(self.model.context, -(-need // WS_ROUND) * WS_ROUND)
         pages = []
         if source is None:
-            pages, n = self.cache.take(job.prompt_ids)
+            pages, n = self.cache.take(job.prompt_ids, job.ns)
         ws = self.model.working_set(max(size, n))
+        apply(ws, job.adapter)
         sess = self.model.session(ws)
         job.started = time.perf_counter()
         self.latency.queue.observe(job.started - job.submitted)
@@ -334,12 +336,12 @@ class Engine:
             if job.constraint is not None:
                 c.constraint = Guarded(c, job.constraint())
             c.seq = admit(self.batch, c.out, job.prompt_ids, p, session=sess, constraint=c.constraint,
-                          on_token=self._on_token(job, c))
+                          on_token=self._on_token(job, c), adapter=job.adapter)
             job.choices.append(c)
         self._running.append(job)
         self.stats.prompt_tokens += len(job.prompt_ids) - job.cached_tokens
         # its prompt's KV is final: later prompts share its full pages (it goes on writing into the last one)
-        self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages, partial=False)
+        self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages, partial=False, ns=job.ns)
 
     def _on_token(self, job: Job, c: Choice):
         def on_token(seq, tok, piece):
@@ -401,7 +403,7 @@ class Engine:
         if job in self._joining:
             self._joining.remove(job)
         if job.session is not None and (job.choices or job.prefilled):
-            self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages)
+            self.cache.put(job.session.tokens[: job.session.ws.length], job.session.ws.pages, ns=job.ns)
         # its KV pages go back to the pool now (the cache keeps its own references), not when the response is
         # garbage collected. Passes of its rows may still be in flight (a row handed over inside a run): they
         # write past its length only, and whatever takes those pages writes them in passes queued after them

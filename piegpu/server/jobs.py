@@ -67,6 +67,7 @@ class Job:
     emit: Callable
     constraint: Callable | None = None  # () -> a fresh per-choice constraint (fill_mask, consume)
     stop_ids: frozenset = frozenset()
+    adapter: object = None  # the LoRA its choices run under (textgen/adapters.py LoraUse), None: the base model
     choices: list = field(default_factory=list)
     cached_tokens: int = 0
     prefilled: int = 0
@@ -77,6 +78,11 @@ class Job:
     started: float = 0.0  # perf_counter when its prompt began to be processed (its session was made)
     first_token: float = 0.0  # ... when its first token was drawn
     finished: float = 0.0  # ... when it finished
+
+    @property
+    def ns(self):
+        """Its prefix-cache namespace: KV computed under another adapter (or scale) is never shared with it."""
+        return None if self.adapter is None else (self.adapter.key, self.adapter.scale)
 
     def cancel(self) -> None:
         """Stop every choice at the next pass (callable from any thread)."""

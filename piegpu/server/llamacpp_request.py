@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from .protocol import ServerError, _Sampling
 
@@ -38,9 +38,15 @@ _UNSUPPORTED = {
     "t_max_predict_ms": (0, "t_max_predict_ms (a time limit) is not supported; use n_predict"),
     "post_sampling_probs": (False, "post_sampling_probs is not supported: n_probs gives the model's log-probabilities"),
     "return_progress": (False, "return_progress (prompt progress chunks) is not supported"),
-    "lora": ([], "LoRA adapters are not supported"),
     "n_cache_reuse": (0, "n_cache_reuse (KV shifting) is not supported; prefixes are reused without it"),
 }
+
+
+class LoraScale(BaseModel):
+    """One entry of /completion's `lora`: an adapter id of GET /lora-adapters and its scale."""
+
+    id: int
+    scale: float = 1.0
 
 
 class LlamaCompletionRequest(_Sampling):
@@ -58,6 +64,7 @@ class LlamaCompletionRequest(_Sampling):
     n_keep: int = 0  # piegpu never shifts the context (prompt + n_predict must fit): accepted, changes nothing
     n_discard: int = 0
     response_fields: Optional[list[str]] = None
+    lora: Optional[list[LoraScale]] = None  # [{"id", "scale"}]: the adapters of GET /lora-adapters (lora_routes.py)
 
     def limit(self) -> Optional[int]:
         """n_predict (None: up to the context)."""

@@ -8,7 +8,8 @@ rest is prefilled. A page shared with a partial match is copied -- its matched p
 when the new sequence first writes into it (KvPool copy on write), so reuse is token-granular.
 The tree holds a reference on each of its pages; when the pool runs short it evicts
 least-recently-used leaves that no sequence shares (KvPool.evict), and it never holds more
-than max_pages pages.
+than max_pages pages. Sequences run under a LoRA adapter cache their pages under a root of their own (`ns`:
+the adapter and its scale), so a prefix computed under one adapter is never reused for another or the base.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class PrefixCache:
         self.page = pool.page
         self.max_pages = max(0, int(max_pages))
         self.min_reuse = max(1, int(min_reuse))
-        self.root = _Node(-1, None, (), 0)
+        self.roots: dict = {None: _Node(-1, None, (), 0)}  # one tree per adapter (ns); None: the base model
         self.nodes = 0
         self._clock = itertools.count(1)
         self.hits = 0
@@ -44,10 +45,10 @@ class PrefixCache:
     def __len__(self) -> int:
         return self.nodes
 
-    def _walk(self, ids: list) -> tuple:
+    def _walk(self, ids: list, ns=None) -> tuple:
         """(nodes, k): the nodes of the longest cached run of full pages that starts ids, and the page after
         them (a node with k of the next tokens, 0 < k) or None."""
-        out, node, P = [], self.root, self.page
+        out, node, P = [], self.roots.get(ns) or _Node(-1, None, (), 0), self.page
         for i in range(len(ids) // P):
             child = node.children.get(tuple(ids[i * P: (i + 1) * P]))
             if child is None or len(child.key) < P:
@@ -66,17 +67,17 @@ class PrefixCache:
                 best, best_k = child, k
         return out, (best, best_k)
 
-    def peek(self, ids: list) -> int:
+    def peek(self, ids: list, ns=None) -> int:
         """How many tokens of ids[:-1] take(ids) would reuse now (no effect on the LRU or the counters)."""
-        nodes, (_, k) = self._walk(list(ids)[:-1])
+        nodes, (_, k) = self._walk(list(ids)[:-1], ns)
         n = len(nodes) * self.page + k
         return n if n >= self.min_reuse else 0
 
-    def take(self, ids: list) -> tuple:
+    def take(self, ids: list, ns=None) -> tuple:
         """(pages, n): the cached pages of the longest prefix of ids[:-1] (the last prompt token is always
         embedded by the first decode pass) and the tokens n they hold for it -- the last page maybe in part;
         ([], 0) on a miss."""
-        nodes, (extra, k) = self._walk(list(ids)[:-1])
+        nodes, (extra, k) = self._walk(list(ids)[:-1], ns)
         if extra is not None:
             nodes = nodes + [extra]
         n = (len(nodes) - (extra is not None)) * self.page + k
@@ -90,7 +91,7 @@ class PrefixCache:
         self.reused_tokens += n
         return [node.page for node in nodes], n
 
-    def put(self, tokens: list, pages: list, partial: bool = True) -> None:
+    def put(self, tokens: list, pages: list, partial: bool = True, ns=None) -> None:
         """Cache the pages of a sequence holding `tokens` (its page list `pages`); positions of unknown identity
         (-1) end what is cached. A partly filled last page too with `partial` -- not for a sequence that goes
         on writing into it (sharing it would make that sequence copy it at its next write)."""
@@ -101,7 +102,9 @@ class PrefixCache:
             tokens = tokens[: tokens.index(-1)]
         P = self.page
         now = next(self._clock)
-        node = self.root
+        node = self.roots.get(ns)
+        if node is None:
+            node = self.roots[ns] = _Node(-1, None, (), 0)
         for i in range(min(-(-len(tokens) // P) if partial else len(tokens) // P, len(pages))):
             key = tuple(tokens[i * P: (i + 1) * P])
             child = node.children.get(key)
@@ -136,7 +139,7 @@ class PrefixCache:
         return freed
 
     def _leaves(self) -> list:
-        out, stack = [], list(self.root.children.values())
+        out, stack = [], [n for root in self.roots.values() for n in root.children.values()]
         while stack:
             n = stack.pop()
             if n.children:
