@@ -48,6 +48,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1, help="sequences in the decode pass")
     ap.add_argument("--prefill", type=int, default=0, help="tokens of one prompt pass (instead of decode)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--lora", type=int, default=0, metavar="N",
+                    help="N random rank-16 LoRA adapters (benchmarks/lora.py), the sequences on them in turn")
     ap.add_argument("--kv-dtype", choices=["f32", "f16"], default=DEFAULT_KV_DTYPE,
                     help=f"how K and V are stored (default: {DEFAULT_KV_DTYPE}, load_model's)")
     args = ap.parse_args()
@@ -56,6 +58,18 @@ def main() -> None:
     context = [(7 * i) % 1000 + 100 for i in range(args.context)]
     n = 1 if args.prefill else args.batch
     wss = [model.working_set(args.context + args.prefill + 8) for _ in range(n)]
+    if args.lora:
+        import importlib.util
+        import tempfile
+        from pathlib import Path
+        spec = importlib.util.spec_from_file_location("lora_bench", Path(__file__).with_name("lora.py"))
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        tmp = Path(tempfile.mkdtemp(prefix="piegpu-lora-"))
+        uses = [model._adapters.use(model.load_adapter(bench.write_adapter(tmp / f"a{k}", model.config, 16, k)))
+                for k in range(args.lora)]
+        for i, ws in enumerate(wss):
+            ws.set_adapter(*uses[i % len(uses)])
     for ws in wss:
         if context:
             g.forward(ws, context)

@@ -310,7 +310,7 @@ class GpuModel:
         hidden rows (`hidden`) is cached apart from one that does not.
         """
         splits = self.decode_splits if T == 1 and ws.length >= SPLIT_FROM else 1
-        key = (T, readout, tokens, splits, hidden, self.plan_epoch)
+        key = (T, readout, tokens, splits, hidden, self.plan_epoch, self.adapted([ws]))
         hit = ws.plans.get(key)
         if hit is None:
             first, rows = readout if readout is not None else (T - 1, 1)
@@ -328,6 +328,11 @@ class GpuModel:
         """(merges into the weights, the LoRA bank's layout generation): every plan key holds it, so a plan is
         made again when either changes what a pass binds."""
         return len(self.merged), 0 if self.lora is None else self.lora.epoch
+
+    def adapted(self, wss) -> bool:
+        """Whether a pass over these working sets takes LoRA steps: a bank exists and one of them has an adapter
+        (a plan key holds it, so passes of base-model rows run the plan without them)."""
+        return self.lora is not None and any(ws.adapter[0] is not None for ws in wss)
 
     def lora_bank(self):
         """The bank of resident LoRA adapters (made on first use; model/lora_bank.py)."""

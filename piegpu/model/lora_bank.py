@@ -1,8 +1,8 @@
 """LoraBank: the LoRA adapters resident on the device, in slots, for every layer and fused projection at once.
 
-Per layer and fused projection (GROUPS: q | k | v, o, gate | up, down) two buffers hold every slot's matrices:
-A [slots][parts x R][in] (the parts' A rows stacked, each padded to the bank's rank R) and B [slots][out][R]
-(rows in the fused matrix's order: q | k | v, gate and up interleaved). A sequence names its slot in its page-table
+Per layer and fused projection (GROUPS: q | k | v, o, gate | up, down) two buffers hold every slot's matrices,
+each transposed: A [slots][in][parts x R] (the parts' A rows stacked, each padded to the bank's rank R) and
+B [slots][R][out] (out in the fused matrix's row order: q | k | v, gate and up interleaved). A sequence names its slot in its page-table
 row (word 2: slot + 1, 0 = no adapter; word 3: its adapter_scale as f32 bits), so the kernels of one pass gather
 each row's adapter (the BGMV pattern): a batch that mixes adapters compiles nothing new and builds no new plan.
 
@@ -14,6 +14,7 @@ adapter that no live sequence holds is evicted (its host copy stays loaded).
 
 from __future__ import annotations
 
+import gc
 import weakref
 from collections import OrderedDict
 from typing import NamedTuple
@@ -91,6 +92,9 @@ class LoraBank:
             if not free:
                 victim = next((k for k in self.resident if not self.pins.get(k)), None)
                 if victim is None:
+                    gc.collect()  # working sets in reference cycles (with their sessions) let go of their slots
+                    victim = next((k for k in self.resident if not self.pins.get(k)), None)
+                if victim is None:
                     raise ValidationError(f"all {self.max_slots} LoRA slots hold adapters that running sequences "
                                           "use. Fix: load_model(max_loras=N) / piegpu serve --max-loras N for more, "
                                           "or fewer adapters at once")
@@ -102,6 +106,8 @@ class LoraBank:
 
     def evict(self, key) -> None:
         """Drop an adapter from its slot (unload_adapter); refused while a live sequence holds it."""
+        if self.pins.get(key):
+            gc.collect()  # working sets in reference cycles (with their sessions) let go of their slots
         if self.pins.get(key):
             raise ValidationError("the adapter is in use by running sequences. Fix: let them finish first")
         self.resident.pop(key, None)
@@ -156,5 +162,6 @@ class LoraBank:
                     else:
                         B[row: row + out, : b.shape[1]] = b
                 row += out
-            q.write_buffer(abuf, slot * A.nbytes, A.tobytes())
-            q.write_buffer(bbuf, slot * B.nbytes, B.tobytes())
+            # transposed ([in][parts x R], [R][out]): the shaders' invocations read adjacent words
+            q.write_buffer(abuf, slot * A.nbytes, np.ascontiguousarray(A.T).tobytes())
+            q.write_buffer(bbuf, slot * B.nbytes, np.ascontiguousarray(B.T).tobytes())

@@ -1,5 +1,7 @@
 """The LoRA steps of a forward pass: u = A x (lora_shrink.wgsl), then y += scale B u (lora_expand.wgsl), or for
-gate/up the stored rows, their deltas and the activation in one (lora_glu.wgsl); see model/lora_bank.py.
+gate/up the stored rows, their deltas and the activation in one (lora_glu.wgsl); see model/lora_bank.py. Each
+kernel's grid runs over the bank's slots: an invocation applies one adapter's matrices to the pass's tokens under
+it (shaders/blocks/lora_tokens.wgsl), so rows on one adapter share its loads.
 
 A pass takes these steps for every projection group the bank holds, whichever adapters its rows use (rows with
 none get no delta), so the plan is the same for any mix of adapters. Where a group is adapted the pass takes the
@@ -23,11 +25,12 @@ class Lora:
     def __init__(self, k, gpu, s, seqs: list):
         self.k, self.gpu, self.s = k, gpu, s
         self.bank = gpu.lora
-        self.groups = frozenset() if self.bank is None else self.bank.groups
+        # no LoRA step where no sequence of the pass runs under an adapter (plans are keyed by that: gpu.adapted)
+        self.groups = self.bank.groups if gpu.adapted([ws for ws, *_ in seqs]) else frozenset()
         self.seqs = seqs
         if self.groups:
             self.uniform, self.tables = k._seqs(seqs)
-            self.most = max(n for *_, n in seqs)
+            self.chunks = ceil(sum(n for *_, n in seqs) / TB)  # (a slot may hold every token of the pass)
             self.bufs = buffers(gpu, s, k.T)
 
     def has(self, group: str) -> bool:
@@ -41,10 +44,10 @@ class Lora:
         R = self.bank.rank
         self._shrink(x, a, geo.inp, geo.parts * R)
         lib = self.gpu.lib
-        k = lib.kernel("lora_expand", {"OUT": geo.out, "OUT_STRIDE": out_stride or geo.out, "R4": R // 4,
-                                       "RT4": geo.parts * R // 4, "B1": geo.b1, "B2": geo.b2, "SEQS": len(self.seqs)})
+        k = lib.kernel("lora_expand", {"OUT": geo.out, "OUT_STRIDE": out_stride or geo.out, "R": R,
+                                       "RT": geo.parts * R, "B1": geo.b1, "B2": geo.b2, "SEQS": len(self.seqs)})
         self.k.rec.dispatch(k, {0: self.bufs["u"], 1: b, 2: y, 3: self.uniform, 6: self.tables},
-                            (ceil(geo.out / 64), len(self.seqs), ceil(self.most / TB)), "lora")
+                            (ceil(geo.out / 4 / 64), self.bank.slots, self.chunks), "lora_expand")
 
     def glu(self, layer: int, x, gu, out) -> None:
         """out[t] = act(gate + dgate) * (up + dup) from the stored gate/up rows `gu` of `layer`."""
@@ -54,15 +57,15 @@ class Lora:
         R = self.bank.rank
         self._shrink(x, a, geo.inp, 2 * R)
         act = {"silu": 0, "gelu_tanh": 1}[c.family.act]
-        k = self.gpu.lib.kernel("lora_glu", {"I": c.intermediate_size, "R4": R // 4, "ACT": act,
+        k = self.gpu.lib.kernel("lora_glu", {"I": c.intermediate_size, "R": R, "ACT": act,
                                              "SEQS": len(self.seqs)})
         self.k.rec.dispatch(k, {0: self.bufs["u"], 1: b, 2: out, 3: self.uniform, 4: gu, 6: self.tables},
-                            (ceil(c.intermediate_size / 64), len(self.seqs), ceil(self.most / TB)), "lora")
+                            (ceil(c.intermediate_size / 2 / 64), self.bank.slots + 1, self.chunks), "lora_glu")
 
     def _shrink(self, x, a, inp: int, rt: int) -> None:
         k = self.gpu.lib.kernel("lora_shrink", {"IN4": inp // 4, "RT": rt, "SEQS": len(self.seqs)})
         self.k.rec.dispatch(k, {0: x, 1: a, 2: self.bufs["u"], 3: self.uniform, 6: self.tables},
-                            (ceil(rt / 16), len(self.seqs), ceil(self.most / TB)), "lora")
+                            (ceil(rt / 4 / 16), self.bank.slots, self.chunks), "lora_shrink")
 
 
 def buffers(gpu, s, T: int) -> dict:

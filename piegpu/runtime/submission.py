@@ -31,10 +31,12 @@ def record_into(pipe, pp: PreparedPass, enc) -> int:
         keep = pp.keep
         n += pipe.gpu.encode_advance(cpass, ws, pp.T, keep.buffer if keep is not None else None)
     else:  # the plan advances every working set; the epilogue reads no KV length
-        key = (tuple(pp.seqs), pipe.gpu.plan_epoch)  # a LoRA bank that grew, a merge: plans made again
+        wss = [ref() for ref in pp.wss]
+        # a LoRA bank that grew, a merge: plans made again; a pass with no adapted row: the plan without LoRA steps
+        key = (tuple(pp.seqs), pipe.gpu.plan_epoch, pipe.gpu.adapted(wss))
         hit = pp.plans.get(key)
         if hit is None:
-            seqs = [(ref(), first, count) for ref, (first, count) in zip(pp.wss, pp.seqs)]
+            seqs = [(ws, first, count) for ws, (first, count) in zip(wss, pp.seqs)]
             hit = pp.plans[key] = pipe.gpu.batch_plan(seqs, tokens, pp.readout, pp.hidden)
         replay(cpass, hit.plan)
         n = len(hit.plan) + pp.compiled.encode(cpass, pipe._bind_group(pp, hit.logits))

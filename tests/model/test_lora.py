@@ -53,7 +53,8 @@ def test_logits_match_peft(models, case):
     assert err < TOL, f"{case}: max abs error {err:.2e}"
     base = m.logits(e["ids"].tolist())
     assert np.abs(base - e["logits"]).max() > 100 * TOL  # the adapter moves the logits: the match means something
-    assert np.array_equal(m.logits(e["ids"].tolist(), adapter=case, adapter_scale=0.0), base)  # scale 0 == base
+    # scale 0 == base (the adapted plan's unfused steps round differently from the fused base plan: f32 noise)
+    assert np.abs(m.logits(e["ids"].tolist(), adapter=case, adapter_scale=0.0) - base).max() < 1e-4
 
 
 @pytest.mark.parametrize("case", CASES)
