@@ -47,7 +47,7 @@ def gate_up(k: Kernels, layer, s, i: int, lora: Lora) -> None:
         k.gate_up_swiglu(layer.gate_up, x, norm, out=s.act, key=(i, "gu"))
         return
     x, _ = normed(k, s, layer.post_norm, (i, "n2"), own=True)
-    k.store(layer.gate_up, x, out=lora.bufs["gu"], key=(i, "gu"))
+    lora.store(layer.gate_up, x, out=lora.bufs["gu"], key=(i, "gu"))
     lora.glu(i, x, lora.bufs["gu"], s.act)
 
 

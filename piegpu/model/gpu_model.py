@@ -24,6 +24,7 @@ from .batch_plan import BatchPlan, build as build_batch_plan, reseat as reseat_p
 from .forward import forward
 from .gpu_weights import GpuMatrix, upload
 from .kernels import Kernels
+from .lora_bank import adapted, plan_epoch
 from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, KvPool, resolve_context
 from .reference import rope_tables
 from .rope import inv_freq
@@ -32,7 +33,6 @@ from .weights import ModelWeights
 from .working_set import WorkingSet
 
 MAX_PREFILL_TOKENS = 256  # tokens per pass of the host-driven forward(); longer prompts take several passes
-TEXEL_BYTES = {"rgba32uint": 16, "rgba32float": 16, "r32uint": 4, "r32float": 4}
 SPLIT_FROM = 256  # positions from which a one-sequence decode pass splits its attention (flash-decoding)
 MAX_SPLITS = 8
 
@@ -234,59 +234,10 @@ class GpuModel:
 
     def release(self) -> int:
         """Destroy every device buffer and texture of this model -- weights, KV pages, scratch, tables -- and
-        drop the caches that refer to them; returns the bytes destroyed. The model is unusable after.
-
-        Buffers are found by walking this object's own state (and its working sets), so a buffer
-        cache added to it later is released too.
-        """
-        import wgpu
-        self.closed = True
-        found: dict = {}
-        seen: set = set()
-
-        def walk(v):
-            if id(v) in seen:
-                return
-            seen.add(id(v))
-            if isinstance(v, (wgpu.GPUBuffer, wgpu.GPUTexture)):
-                found[id(v)] = v
-            elif isinstance(v, (list, tuple, set, frozenset)):
-                for x in v:
-                    walk(x)
-            elif isinstance(v, dict):
-                for x in v.values():
-                    walk(x)
-            elif type(v).__module__.startswith("piegpu.") and hasattr(v, "__dict__") and v is not self.dev:
-                for x in vars(v).values():
-                    walk(x)
-        seen.update({id(self), id(self.dev), id(self.config), id(self.lib)})
-        wss = list(self._working_sets)
-        for ws in wss:
-            ws.session = None  # its decode loops and channels go with it
-            walk(ws)
-        for v in vars(self).values():
-            walk(v)
-        freed = 0
-        for res in found.values():
-            if isinstance(res, wgpu.GPUTexture):  # KV pages (rgba32float) and texture weights (rgba32uint)
-                w, h, d = res.size
-                freed += w * h * d * TEXEL_BYTES.get(res.format, 16)
-            else:
-                freed += res.size
-            res.destroy()
-        for ws in wss:
-            ws.binds.clear()
-            ws.plans.clear()
-        self._scratch.clear()
-        self._token_bufs.clear()
-        self._zero_vecs.clear()
-        self._rope = {}
-        self.params = None
-        self.embed = self.lm_head = self.final_norm = None
-        self.kv = None  # (working sets not yet collected keep the pool's host bookkeeping until they go)
-        self.layers = []
-        self._working_sets = weakref.WeakSet()
-        return freed
+        drop the caches that refer to them; returns the bytes destroyed. The model is unusable after
+        (model/release.py)."""
+        from .release import release_model
+        return release_model(self)
 
     # ---- passes ----------------------------------------------------------------------------
     def encode(self, cpass, ws: WorkingSet, T: int, tokens, readout: tuple = None, hidden: bool = False) -> tuple:
@@ -310,7 +261,7 @@ class GpuModel:
         hidden rows (`hidden`) is cached apart from one that does not.
         """
         splits = self.decode_splits if T == 1 and ws.length >= SPLIT_FROM else 1
-        key = (T, readout, tokens, splits, hidden, self.plan_epoch, self.adapted([ws]))
+        key = (T, readout, tokens, splits, hidden, self.plan_key([ws]))
         hit = ws.plans.get(key)
         if hit is None:
             first, rows = readout if readout is not None else (T - 1, 1)
@@ -323,23 +274,9 @@ class GpuModel:
             hit = ws.plans[key] = (s.logits, rec.plan)
         return hit
 
-    @property
-    def plan_epoch(self) -> tuple:
-        """(merges into the weights, the LoRA bank's layout generation): every plan key holds it, so a plan is
-        made again when either changes what a pass binds."""
-        return len(self.merged), 0 if self.lora is None else self.lora.epoch
-
-    def adapted(self, wss) -> bool:
-        """Whether a pass over these working sets takes LoRA steps: a bank exists and one of them has an adapter
-        (a plan key holds it, so passes of base-model rows run the plan without them)."""
-        return self.lora is not None and any(ws.adapter[0] is not None for ws in wss)
-
-    def lora_bank(self):
-        """The bank of resident LoRA adapters (made on first use; model/lora_bank.py)."""
-        from .lora_bank import DEFAULT_MAX_SLOTS, LoraBank
-        if self.lora is None:
-            self.lora = LoraBank(self, self.lora_slots or DEFAULT_MAX_SLOTS)
-        return self.lora
+    def plan_key(self, wss) -> tuple:
+        """What a plan over these working sets depends on beyond its shape: merges, LoRA layout, adapted rows."""
+        return plan_epoch(self), adapted(self, wss)
 
     def readout_buffer(self, name: str, logits):
         """The buffer of readout input `name` of the passes whose logits land in `logits`: "logits" itself, or

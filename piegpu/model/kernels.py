@@ -297,16 +297,11 @@ class Kernels:
         self._matvec(w, x, self.T, None, "residual", {"OUT_STRIDE": self.config.hidden_size}, {3: residual}, key)
 
     def matvec_normed_residual(self, w: GpuMatrix, x, norm, residual, tmp, key: tuple, then=None) -> None:
-        """residual += rmsnorm(W x) * norm (Gemma 3's sandwich norm on a block's output), W x stored in `tmp`
-        (`then()` records what goes between: a LoRA delta added into tmp)."""
+        """residual += rmsnorm(W x) * norm (Gemma 3's sandwich norm), W x stored in `tmp` (`then()`: a LoRA step)."""
         self._matvec(w, x, self.T, None, "store", {"OUT_STRIDE": self.config.hidden_size}, {3: tmp}, key)
         if then is not None:
             then()
         self.rmsnorm(tmp, norm, out=residual, tokens=self.T, first=0, key=key + ("norm",), add=True)
-
-    def store(self, w: GpuMatrix, x, out, key: tuple) -> None:
-        """out[t] = W x[t], x normalized already (the rows of a projection that a LoRA step adapts after)."""
-        self._matvec(w, x, self.T, None, "store", {"OUT_STRIDE": w.rows}, {3: out}, key)
 
     def gate_up_swiglu(self, w: GpuMatrix, x, norm, out, key: tuple) -> None:
         """out = act(gate x) * (up x), gate and up rows interleaved; act is the family's (silu or GELU-tanh)."""

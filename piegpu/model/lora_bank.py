@@ -30,6 +30,25 @@ GROUP_OF = {t: g for g, ts in GROUPS.items() for t in ts}
 DEFAULT_MAX_SLOTS = 8
 
 
+def bank_of(gpu) -> "LoraBank":
+    """A GpuModel's bank of resident adapters (made on first use, with load_model(max_loras=...) slots at most)."""
+    if gpu.lora is None:
+        gpu.lora = LoraBank(gpu, gpu.lora_slots or DEFAULT_MAX_SLOTS)
+    return gpu.lora
+
+
+def adapted(gpu, wss) -> bool:
+    """Whether a pass over these working sets takes LoRA steps: a bank exists and one of them has an adapter
+    (plan keys hold it, so passes of base-model rows run the plan without them)."""
+    return gpu.lora is not None and any(ws.adapter[0] is not None for ws in wss)
+
+
+def plan_epoch(gpu) -> tuple:
+    """(merges into the weights, the bank's layout generation): plan keys hold it, so a plan is made again when
+    either changes what a pass binds."""
+    return len(gpu.merged), 0 if gpu.lora is None else gpu.lora.epoch
+
+
 class Geometry(NamedTuple):
     """One fused projection's shape in the bank: rows out, columns in, parts, and the first row of parts 1 and 2."""
 

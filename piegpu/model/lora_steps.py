@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from .lora_bank import geometry
+from .lora_bank import adapted, geometry
 
 TB = 8  # tokens an invocation takes (the shaders' TB)
 
@@ -26,7 +26,7 @@ class Lora:
         self.k, self.gpu, self.s = k, gpu, s
         self.bank = gpu.lora
         # no LoRA step where no sequence of the pass runs under an adapter (plans are keyed by that: gpu.adapted)
-        self.groups = self.bank.groups if gpu.adapted([ws for ws, *_ in seqs]) else frozenset()
+        self.groups = self.bank.groups if adapted(gpu, [ws for ws, *_ in seqs]) else frozenset()
         self.seqs = seqs
         if self.groups:
             self.uniform, self.tables = k._seqs(seqs)
@@ -48,6 +48,10 @@ class Lora:
                                        "RT": geo.parts * R, "B1": geo.b1, "B2": geo.b2, "SEQS": len(self.seqs)})
         self.k.rec.dispatch(k, {0: self.bufs["u"], 1: b, 2: y, 3: self.uniform, 6: self.tables},
                             (ceil(geo.out / 4 / 64), self.bank.slots, self.chunks), "lora_expand")
+
+    def store(self, w, x, out, key: tuple) -> None:
+        """out[t] = W x[t], x normalized already: a projection's rows that a LoRA step adapts after."""
+        self.k._matvec(w, x, self.k.T, None, "store", {"OUT_STRIDE": w.rows}, {3: out}, key)
 
     def glu(self, layer: int, x, gu, out) -> None:
         """out[t] = act(gate + dgate) * (up + dup) from the stored gate/up rows `gu` of `layer`."""

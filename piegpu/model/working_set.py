@@ -57,7 +57,8 @@ class WorkingSet:
         import numpy as np
         pin = None
         if key is not None:
-            pin = self.model.lora_bank().acquire(key, weights)
+            from .lora_bank import bank_of
+            pin = bank_of(self.model).acquire(key, weights)
         self._drop_pin()
         self._pin, self._lora = pin, weights
         self.adapter = (key, float(scale)) if key is not None else (None, 1.0)

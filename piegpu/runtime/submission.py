@@ -33,7 +33,7 @@ def record_into(pipe, pp: PreparedPass, enc) -> int:
     else:  # the plan advances every working set; the epilogue reads no KV length
         wss = [ref() for ref in pp.wss]
         # a LoRA bank that grew, a merge: plans made again; a pass with no adapted row: the plan without LoRA steps
-        key = (tuple(pp.seqs), pipe.gpu.plan_epoch, pipe.gpu.adapted(wss))
+        key = (tuple(pp.seqs), pipe.gpu.plan_key(wss))
         hit = pp.plans.get(key)
         if hit is None:
             seqs = [(ws, first, count) for ws, (first, count) in zip(wss, pp.seqs)]
