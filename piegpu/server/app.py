@@ -339,7 +339,8 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
             return JSONResponse({"status": "error", "error": str(engine.error)}, status_code=503)
         kv = {**engine.model.kv_stats(), "cached_pages": engine.cache.pages_held, "cache_hits": engine.cache.hits,
               "cache_misses": engine.cache.misses, "cache_evicted": engine.cache.evicted}
-        return {"status": "ok", "load": engine.load, "engine": engine.stats.as_dict(), "kv": kv}
+        return {"status": "ok", "load": engine.load, "engine": engine.stats.as_dict(), "kv": kv,
+                "lora": api.lora.memory()}
 
     @app.get("/v1/models")
     async def models():

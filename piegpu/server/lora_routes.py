@@ -26,7 +26,7 @@ class LoraServing:
 
     def __init__(self, model, model_id: str):
         self.model, self.model_id = model, model_id
-        self.ids: list = [a.name for a in model.adapters]  # llama.cpp's id -> name (None: unloaded)
+        self.ids: list = [a.name for a in getattr(model, "adapters", [])]  # llama.cpp's id -> name (None: unloaded)
         self.scales: dict = {}  # name -> global scale (POST /lora-adapters)
         self.lock = threading.Lock()
 
@@ -68,6 +68,14 @@ class LoraServing:
             raise ServerError(400, f"{where}: {len(used)} adapters with nonzero scales; piegpu runs one adapter per "
                                    "request. Fix: a nonzero scale for one of them", "lora")
         return self.model._adapters.use(live[used[0][0]], float(used[0][1])) if used else None
+
+    def memory(self) -> dict:
+        """GET /health's "lora": adapters loaded and resident, the bank's slots and device bytes, host bytes."""
+        bank = self.model.gpu.lora
+        loaded = self.model.adapters
+        return {"loaded": len(loaded), "host_bytes": sum(a.nbytes for a in loaded),
+                "resident": 0 if bank is None else len(bank.resident), "slots": 0 if bank is None else bank.slots,
+                "max_slots": None if bank is None else bank.max_slots, "device_bytes": 0 if bank is None else bank.bytes}
 
     # ---- routes ---------------------------------------------------------------------------------
     def listing(self) -> list:

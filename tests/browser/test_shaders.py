@@ -30,7 +30,7 @@ def extra(config) -> list:
     attention_decode_lanes), rope_kv_seqs their batched passes' RoPE (rope_attention_lanes) and
     rmsnorm their norm of few rows (rmsnorm_lanes, itself reached only by mixed readouts and sandwich norms
     now that the subgroup matmul folds the norm in); qk_prep is the q/k/v bias (Qwen2) and per-head q/k
-    RMSNorm (Qwen3) of other model families.
+    RMSNorm (Qwen3) of other model families; the lora_* kernels run where a LoRA adapter is applied.
     """
     qr, kr = config.num_attention_heads * config.head_dim, config.num_key_value_heads * config.head_dim
     out = [("advance_accept", {"N": n, **channel_layout.shader_params()}, {}) for n in (1, 5)]
@@ -76,6 +76,14 @@ def extra(config) -> list:
         for kv, kvp in kv_write:
             out += [("rope_kv_seqs", {"QR": qr, "KR": kr, "HD": config.head_dim, "SEQS": G, "PAGE": 16, "KC": 4,
                                       "VC": 5, **kvp}, kv) for G in (1, 2)]
+    # the LoRA steps (model/lora_steps.py) of a pass with an adapted row, at rank 16: every fused projection's
+    # shrink and expand (q | k | v in three parts, o and down in one) and gate/up's activation, one and 3 sequences
+    h, i = config.hidden_size, config.intermediate_size
+    for G in (1, 3):
+        out += [("lora_shrink", {"IN4": inp // 4, "RT": rt, "SEQS": G}, {}) for inp, rt in ((h, 48), (qr, 16), (i, 16))]
+        out += [("lora_expand", {"OUT": o, "OUT_STRIDE": o, "R": 16, "RT": rt, "B1": b1, "B2": b2, "SEQS": G}, {})
+                for o, rt, b1, b2 in ((qr + 2 * kr, 48, qr, qr + kr), (h, 16, h, h))]
+        out += [("lora_glu", {"I": i, "R": 16, "ACT": act, "SEQS": G}, {}) for act in (0, 1)]
     if "qk_prep" in all_shader_files():
         out += [("qk_prep", {"QR": qr, "KR": kr, "HD": config.head_dim, "BIAS": bias, "QK_NORM": norm,
                              "EPS": float(config.rms_norm_eps)}, {})

@@ -101,6 +101,8 @@ def test_llamacpp_lora_field_and_global_scales(lora_server):
     ids = e["ids"]
     listing = get(lora_server, "/lora-adapters")
     assert [(a["id"], a["name"], a["scale"]) for a in listing] == [(0, "qv", 0.0), (1, "all", 0.0)]
+    mem = get(lora_server, "/health")["lora"]
+    assert mem["loaded"] == 2 and mem["resident"] >= 1 and mem["device_bytes"] > 0 and mem["max_slots"] == 8
     assert greedy_ids(lora_server, ids, lora=[{"id": 0, "scale": 1.0}, {"id": 1, "scale": 0.0}]) == e["greedy"]
     status, r = post(lora_server, "/completion", {"prompt": ids, "n_predict": 2,
                                                   "lora": [{"id": 0, "scale": 1.0}, {"id": 1, "scale": 0.5}]})
