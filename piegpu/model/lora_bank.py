@@ -15,6 +15,7 @@ adapter that no live sequence holds is evicted (its host copy stays loaded).
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from collections import OrderedDict
 from typing import NamedTuple
@@ -90,6 +91,9 @@ class LoraBank:
         self.bufs: dict = {}  # (layer, group) -> (A buffer, B buffer)
         self.resident: OrderedDict = OrderedDict()  # adapter key -> (slot index, LoraWeights), least recent first
         self.pins: dict = {}  # adapter key -> live Pins
+        # the engine thread acquires, the server's loop unloads, finalizers unpin from any thread (re-entrant: a
+        # collection inside acquire may run them)
+        self.lock = threading.RLock()
 
     @property
     def bytes(self) -> int:
@@ -98,6 +102,10 @@ class LoraBank:
 
     def acquire(self, key, weights: LoraWeights) -> Pin:
         """A Pin on the slot holding `weights` (uploaded now if it is not resident; the layout grows if needed)."""
+        with self.lock:
+            return self._acquire(key, weights)
+
+    def _acquire(self, key, weights: LoraWeights) -> Pin:
         hit = self.resident.get(key)
         if hit is not None:
             self.resident.move_to_end(key)
@@ -127,14 +135,16 @@ class LoraBank:
         """Drop an adapter from its slot (unload_adapter); refused while a live sequence holds it."""
         if self.pins.get(key):
             gc.collect()  # working sets in reference cycles (with their sessions) let go of their slots
-        if self.pins.get(key):
-            raise ValidationError("the adapter is in use by running sequences. Fix: let them finish first")
-        self.resident.pop(key, None)
+        with self.lock:
+            if self.pins.get(key):
+                raise ValidationError("the adapter is in use by running sequences. Fix: let them finish first")
+            self.resident.pop(key, None)
 
     def _unpin(self, key) -> None:
-        self.pins[key] -= 1
-        if not self.pins[key]:
-            del self.pins[key]
+        with self.lock:
+            self.pins[key] -= 1
+            if not self.pins[key]:
+                del self.pins[key]
 
     # ---- layout ---------------------------------------------------------------------------------
     def _fit(self, w: LoraWeights) -> None:
