@@ -128,15 +128,19 @@ class GpuModel:
         self._scratch: dict = {}
         self._token_bufs: dict = {}
         self._zero_vecs: dict = {}
-        matrices = [m for L in self.layers for m in (L.qkv, L.o, L.gate_up, L.down)]
-        matrices += [self.embed] + ([] if self.lm_head is self.embed else [self.lm_head])
-        self.weight_bytes = sum(m.nbytes for m in matrices)
+        self.weight_bytes = self.count_weight_bytes()
         self.kv = KvPool(self, kv_mb, page_tokens, textures, kv_dtype, self.context)  # every working set's KV pages
         self._working_sets = weakref.WeakSet()  # released with everything else
         self.lora = None  # the resident LoRA adapters (model/lora_bank.py), made by the first adapter used
         self.lora_slots = None  # the bank's most slots (load_model(max_loras=...); None: the default)
         self.merged: list = []  # (LoraWeights, scale) merged into the weights, in order (model/lora_merge.py)
         self.closed = False
+
+    def count_weight_bytes(self) -> int:
+        """Device bytes of every weight matrix (the embedding once where the LM head is tied to it)."""
+        matrices = [m for L in self.layers for m in (L.qkv, L.o, L.gate_up, L.down)]
+        matrices += [self.embed] + ([] if self.lm_head is self.embed else [self.lm_head])
+        return sum(m.nbytes for m in matrices)
 
     def _layer(self, lw, i: int, up) -> GpuLayer:
         """Layer i's matrices and vectors on the device."""

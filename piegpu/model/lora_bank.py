@@ -69,6 +69,15 @@ def geometry(config, group: str) -> Geometry:
             "gate_up": Geometry(2 * i, h, 2, 2 * i, 2 * i), "down": Geometry(h, i, 1, h, h)}[group]
 
 
+def part_rows(config, group: str) -> list:
+    """The rows of each part (q, k, v; gate, up; the one of o and down) in the fused matrix of `group`: slices
+    (gate and up interleave: every second row)."""
+    geo = geometry(config, group)
+    if group == "gate_up":
+        return [slice(0, None, 2), slice(1, None, 2)]
+    return [slice(0, geo.b1), slice(geo.b1, geo.b2), slice(geo.b2, geo.out)][:geo.parts]
+
+
 class Pin:
     """A sequence's hold on a slot: the slot is not evicted while a Pin for it lives."""
 
@@ -111,11 +120,10 @@ class LoraBank:
             self.resident.move_to_end(key)
         else:
             self._fit(weights)
-            used = {s for s, _ in self.resident.values()}
-            free = [s for s in range(self.slots) if s not in used]
+            free = self._free_slots()
             if not free and self.slots < self.max_slots:
                 self._relayout(min(self.max_slots, max(1, 2 * self.slots)), self.rank, self.groups)
-                free = [s for s in range(self.slots) if s not in {s for s, _ in self.resident.values()}]
+                free = self._free_slots()
             if not free:
                 victim = next((k for k in self.resident if not self.pins.get(k)), None)
                 if victim is None:
@@ -130,6 +138,10 @@ class LoraBank:
             self._upload(free[0], weights)
         self.pins[key] = self.pins.get(key, 0) + 1
         return Pin(self, key, hit[0])
+
+    def _free_slots(self) -> list:
+        used = {s for s, _ in self.resident.values()}
+        return [s for s in range(self.slots) if s not in used]
 
     def evict(self, key) -> None:
         """Drop an adapter from its slot (unload_adapter); refused while a live sequence holds it."""
@@ -179,18 +191,12 @@ class LoraBank:
             geo = geometry(c, g)
             A = np.zeros((geo.parts * R, geo.inp), np.float32)
             B = np.zeros((geo.out, R), np.float32)
-            row = 0
-            for p, target in enumerate(GROUPS[g]):
+            for p, (target, rows) in enumerate(zip(GROUPS[g], part_rows(c, g))):
                 ab = w.layers[layer].get(target)
-                out = geo.out // 2 if g == "gate_up" else (geo.b1, geo.b2 - geo.b1, geo.out - geo.b2)[p]
                 if ab is not None:
                     a, b = ab
                     A[p * R: p * R + a.shape[0]] = a
-                    if g == "gate_up":
-                        B[p::2, : b.shape[1]] = b
-                    else:
-                        B[row: row + out, : b.shape[1]] = b
-                row += out
+                    B[rows, : b.shape[1]] = b
             # transposed ([in][parts x R], [R][out]): the shaders' invocations read adjacent words
             q.write_buffer(abuf, slot * A.nbytes, np.ascontiguousarray(A.T).tobytes())
             q.write_buffer(bbuf, slot * B.nbytes, np.ascontiguousarray(B.T).tobytes())

@@ -47,7 +47,6 @@ class LoraWeights:
     rank: int  # the largest rank of any of its modules
     alpha: float
     layers: list = field(default_factory=list)  # [num_hidden_layers] of dict target -> (A, B)
-    fmt: str = "peft"  # "peft" or "gguf"
 
     @property
     def targets(self) -> frozenset:
@@ -135,7 +134,7 @@ def _read_peft(d: Path, config: LlamaConfig, name: str) -> LoraWeights:
             raise ModelError(f"{weights}: layer {layer} {target} has rank {rank} but adapter_config.json says "
                              f"r = {int(want)}; the files do not belong together")
         return a / math.sqrt(rank) if rslora else a / rank
-    return _assemble(name, str(d), "peft", config, pairs, scaling, hf_order=True, alpha=alpha)
+    return _assemble(name, str(d), config, pairs, scaling, hf_order=True, alpha=alpha)
 
 
 def _pattern(patterns: dict, module: str, default: float) -> float:
@@ -171,7 +170,7 @@ def _read_gguf(p: Path, config: LlamaConfig, name: str) -> LoraWeights:
             raise ModelError(f"{src}: tensor {t.name!r} is not a LoRA of a projection piegpu adapts "
                              f"({', '.join(_GGUF_TARGETS)} of blk.N)")
         pairs.setdefault((int(m.group(1)), _GGUF_TARGETS[m.group(2)]), {})[m.group(3).upper()] = _dequantized(t, src)
-    return _assemble(name, src, "gguf", config, pairs, lambda _l, _t, rank: alpha / rank if alpha else 1.0,
+    return _assemble(name, src, config, pairs, lambda _l, _t, rank: alpha / rank if alpha else 1.0,
                      hf_order=not permutes_qk(arch), alpha=alpha)
 
 
@@ -192,7 +191,7 @@ def _dequantized(t, src: str) -> np.ndarray:
 
 
 # ---- both --------------------------------------------------------------------------------------------
-def _assemble(name: str, source: str, fmt: str, config: LlamaConfig, pairs: dict, scaling, hf_order: bool,
+def _assemble(name: str, source: str, config: LlamaConfig, pairs: dict, scaling, hf_order: bool,
               alpha: float) -> LoraWeights:
     """LoraWeights from {(layer, target): {"A": [r, in], "B": [out, r]}}, every shape checked against the base."""
     if not pairs:
@@ -225,4 +224,4 @@ def _assemble(name: str, source: str, fmt: str, config: LlamaConfig, pairs: dict
             B = B[pair_order(out, config.head_dim)]
         layers[layer][target] = (np.ascontiguousarray(A, np.float32), np.ascontiguousarray(B, np.float32))
         rank = max(rank, r)
-    return LoraWeights(name, source, rank, alpha, layers, fmt)
+    return LoraWeights(name, source, rank, alpha, layers)

@@ -5,7 +5,7 @@ ones are blocks), every adapter merged so far is added in order, and each adapte
 anew: f32 and f16 sources keep their format, quantized ones become Q8_0 (8.5 bits a weight: the delta survives
 to ~0.4% of each block's largest weight, where requantizing to Q4 would lose most of it; llama.cpp's export-lora
 writes f16, which on lavapipe decodes 8x slower than Q8_0), so a merged Q4 layer takes about 1.9x its bytes.
-Plans are made again (GpuModel.plan_epoch).
+Plans are made again (model/lora_bank.py plan_epoch).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 
 from ..errors import ModelError
 from .gpu_weights import RowParts, dequantize, pack_dense, pack_ggml, upload
-from .lora_bank import GROUPS
-from .lora_files import LoraWeights, target_shapes
+from .lora_bank import GROUPS, geometry, part_rows
+from .lora_files import LoraWeights
 
 
 def fused_delta(config, w: LoraWeights, layer: int, group: str) -> np.ndarray | None:
@@ -23,17 +23,11 @@ def fused_delta(config, w: LoraWeights, layer: int, group: str) -> np.ndarray | 
     deltas = [w.delta(layer, t) for t in GROUPS[group]]
     if all(d is None for d in deltas):
         return None
-    shapes = target_shapes(config)
-    out = sum(shapes[t][0] for t in GROUPS[group])
-    D = np.zeros((out, shapes[GROUPS[group][0]][1]), np.float32)
-    row = 0
-    for p, (t, d) in enumerate(zip(GROUPS[group], deltas)):
+    geo = geometry(config, group)
+    D = np.zeros((geo.out, geo.inp), np.float32)
+    for rows, d in zip(part_rows(config, group), deltas):
         if d is not None:
-            if group == "gate_up":
-                D[p::2] = d
-            else:
-                D[row: row + d.shape[0]] = d
-        row += shapes[t][0]
+            D[rows] = d
     return D
 
 
@@ -60,10 +54,9 @@ def merge_into(gpu, source: str, merges: list) -> None:
     config, _, _, weights, _ = read_source(where)
     if config.hidden_size != gpu.config.hidden_size or config.num_hidden_layers != gpu.config.num_hidden_layers:
         raise ModelError(f"merge_adapter: {source} no longer holds the loaded model (its shapes changed on disk)")
-    groups = {"qkv", "o", "gate_up", "down"}
     for i in range(config.num_hidden_layers):
         lw = None
-        for g in sorted(groups):
+        for g in GROUPS:
             deltas = [(fused_delta(config, w, i, g), s) for w, s in merges]
             deltas = [(d, s) for d, s in deltas if d is not None]
             if not deltas:
@@ -83,5 +76,4 @@ def merge_into(gpu, source: str, merges: list) -> None:
     for ws in list(gpu._working_sets):
         ws.binds.clear()
         ws.plans.clear()
-    gpu.weight_bytes = sum(m.nbytes for L in gpu.layers for m in (L.qkv, L.o, L.gate_up, L.down)) + \
-        gpu.embed.nbytes + (0 if gpu.lm_head is gpu.embed else gpu.lm_head.nbytes)
+    gpu.weight_bytes = gpu.count_weight_bytes()

@@ -23,9 +23,9 @@ class Lora:
     """The LoRA steps of one plan: the bank's layout when the plan was made, the pass's sequences."""
 
     def __init__(self, k, gpu, s, seqs: list):
-        self.k, self.gpu, self.s = k, gpu, s
+        self.k, self.gpu = k, gpu
         self.bank = gpu.lora
-        # no LoRA step where no sequence of the pass runs under an adapter (plans are keyed by that: gpu.adapted)
+        # no LoRA step where no sequence of the pass runs under an adapter (plans are keyed by that: lora_bank.adapted)
         self.groups = self.bank.groups if adapted(gpu, [ws for ws, *_ in seqs]) else frozenset()
         self.seqs = seqs
         if self.groups:

@@ -67,6 +67,22 @@ class WorkingSet:
         self.pool.device.queue.write_buffer(self.pool.tables, (self.slot * self.pool.row_words + 2) * 4,
                                             words.tobytes())
 
+    def runs_under(self, use) -> bool:
+        """Whether this sequence runs under `use` ((key, LoraWeights, scale), or None for the base model)."""
+        return self.adapter == ((use[0], float(use[2])) if use is not None else (None, 1.0))
+
+    def run_under(self, use) -> None:
+        """Run under `use` ((key, LoraWeights, scale) or None); refused where positions computed under another
+        adapter are held (a request under `use` cannot continue them)."""
+        if self.runs_under(use):
+            return
+        if self.length:
+            raise ValidationError(f"this working set holds {self.length} positions computed under adapter "
+                                  f"{self.adapter[0]!r}; a request under {None if use is None else use[0]!r} cannot "
+                                  "continue them. Fix: reuse_prefix=True (recomputes what differs) or a fresh "
+                                  "working set")
+        self.set_adapter(*(use if use is not None else (None, None, 1.0)))
+
     def same_adapter(self, src: "WorkingSet") -> None:
         """Run under `src`'s adapter and scale (a fork, a shared prefix)."""
         if self.adapter != src.adapter:

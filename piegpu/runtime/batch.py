@@ -175,13 +175,12 @@ class Batch:
                                       "Fix: a shorter prompt")
             session = self.model.session(self.model.working_set(min(limit, need)))
             prefilled = 0
-            if adapter is not None:
-                session.ws.set_adapter(*adapter)
+            session.ws.run_under(adapter)
         else:
-            want = (adapter[0], adapter[2]) if adapter is not None else (None, 1.0)
-            if session.ws.adapter != want:
+            if not session.ws.runs_under(adapter):
                 raise ValidationError(f"{label}: the given session runs under adapter {session.ws.adapter[0]!r}, not "
-                                      f"{want[0]!r}. Fix: set the adapter on its working set before its prefill")
+                                      f"{None if adapter is None else adapter[0]!r}. Fix: set the adapter on its "
+                                      "working set before its prefill")
             if session.ws.length > len(prompt) - 1:
                 raise ValidationError(f"{label}: the given session holds {session.ws.length} tokens, more than the "
                                       f"{len(prompt) - 1} prompt tokens before the last. Fix: set_length() it to "

@@ -19,7 +19,6 @@ from ..runtime import waits
 from ..runtime.batch import Batch
 from ..runtime.session import PREFILL_CHUNKS, prefill_together, shared_prefix
 from ..samplers.rows import RowSampling
-from ..textgen.adapters import apply
 from ..textgen.tokens import TokenOutput, admit, finish_reason
 from .admission import CPU_PASS_TOKENS, MAX_PASS_TOKENS, check_pass_tokens, pages_needed
 from .jobs import Choice, EngineStats, EngineStopped, Guarded, Job, QueueFull
@@ -314,7 +313,7 @@ class Engine:
         if source is None:
             pages, n = self.cache.take(job.prompt_ids, job.ns)
         ws = self.model.working_set(max(size, n))
-        apply(ws, job.adapter)
+        ws.run_under(job.adapter)
         sess = self.model.session(ws)
         job.started = time.perf_counter()
         self.latency.queue.observe(job.started - job.submitted)

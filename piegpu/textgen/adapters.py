@@ -2,7 +2,7 @@
 
 An Adapter is loaded on the host (model/lora_files.py) and registered by name; it goes to a device slot when a
 sequence first runs under it (model/lora_bank.py) and a sequence's adapter is part of its working set
-(WorkingSet.set_adapter), so every path that makes working sets -- generate, generate_batch, n=, Batch, the
+(WorkingSet.run_under), so every path that makes working sets -- generate, generate_batch, n=, Batch, the
 server -- applies it the same way, several adapters in one batched pass.
 """
 
@@ -106,18 +106,3 @@ class Adapters:
             raise
         gpu.merged.append((use.weights, use.scale))
 
-
-def apply(ws, use: LoraUse | None) -> None:
-    """Make `ws` run under `use` (a fresh or empty working set; callers reset one whose KV another adapter made)."""
-    key = None if use is None else use.key
-    if ws.adapter != ((key, use.scale) if use is not None else (None, 1.0)):
-        if ws.length:
-            raise ValidationError(f"this working set holds {ws.length} positions computed under adapter "
-                                  f"{ws.adapter[0]!r}; a request under {key!r} cannot continue them. Fix: "
-                                  "reuse_prefix=True (recomputes what differs) or a fresh working set")
-        ws.set_adapter(key, None if use is None else use.weights, 1.0 if use is None else use.scale)
-
-
-def same_key(ws, use: LoraUse | None) -> bool:
-    """Whether `ws` runs under exactly `use` (its KV can be reused for a request under it)."""
-    return ws.adapter == ((use.key, use.scale) if use is not None else (None, 1.0))

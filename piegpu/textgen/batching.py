@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 
 from ..errors import ValidationError
-from .adapters import apply
 from .generation import Generation
 from ..runtime.batch import Batch
 from ..runtime.window import check_window
@@ -102,7 +101,7 @@ async def _shared_prefix(model, gens: list) -> list:
         g.stats.reused_tokens = common  # the first prompt's prefill of the common prefix, shared
     room = max(len(g.prompt_ids) + g.budget for g in gens)  # pages are taken as used, so room costs nothing
     base = model.session(model.working_set(min(model.context, room)))
-    apply(base.ws, gens[0].lora)
+    base.ws.run_under(gens[0].lora)
     await base.extend(ids[0][:common])
     return [base] + [base.fork() for _ in gens[1:]]
 
@@ -153,7 +152,7 @@ class Samples:
         t0 = time.perf_counter()
         base = self.model.session(self.model.working_set(min(self.model.context,
                                                               len(ids) + first.max_tokens + 1)))
-        apply(base.ws, first.lora)
+        base.ws.run_under(first.lora)
         await base.extend(ids[:-1])
         sessions = [base] + [base.fork() for _ in range(self.n - 1)]
         prefill_s = time.perf_counter() - t0

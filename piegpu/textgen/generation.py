@@ -13,7 +13,6 @@ from ..runtime.session import iterate_sync, run_sync
 from ..samplers import SamplerStates, SeqContext
 from ..samplers.options import SamplingOptions
 from ..samplers.program import ProgramSampler, ProgramStates
-from .adapters import apply, same_key
 from .tokens import MAX_TOKENS, TokenOutput
 
 @dataclass
@@ -104,8 +103,8 @@ class Generation:
         self.reuse_prefix = bool(reuse_prefix)
         self._sequence = ids  # with reuse_prefix: the whole sequence, of which prompt_ids is the unheld rest
         if working_set is not None and not reuse_prefix:
-            if working_set.length and not same_key(working_set, self.lora):
-                apply(working_set, self.lora)  # (raises: KV of another adapter)
+            if working_set.length:  # refused where it holds KV of another adapter
+                working_set.run_under(self.lora)
             sess = model.session(working_set)
             sess.sync()
             if sess.pending is not None:  # the last token drawn on this working set is not embedded yet
@@ -167,7 +166,7 @@ class Generation:
 
     def _plan_reuse(self, sess) -> int:
         """With reuse_prefix: how many tokens of the sequence the working set keeps; prompt_ids becomes the rest."""
-        keep = sess.common_prefix(self._sequence) if same_key(sess.ws, self.lora) else 0
+        keep = sess.common_prefix(self._sequence) if sess.ws.runs_under(self.lora) else 0
         self.prompt_ids = self._sequence[keep:]
         self.stats.prompt_tokens = len(self.prompt_ids)
         self.stats.reused_tokens = keep
@@ -216,7 +215,7 @@ class Generation:
         sess = model.session(self.ws)
         if self.reuse_prefix:  # planned again: the working set may have changed since __init__
             sess.truncate(self._plan_reuse(sess))
-        apply(self.ws, self.lora)
+        self.ws.run_under(self.lora)
         pipe = sess.pipe
         t0 = time.perf_counter()
         await sess.extend(self.prompt_ids[:-1])
