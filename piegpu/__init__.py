@@ -13,7 +13,7 @@ _LAZY = {
     "ForwardPass": "piegpu.runtime.forward", "StateGeometry": "piegpu.runtime.forward",
     "Pipeline": "piegpu.runtime.pipeline",
     "Model": "piegpu.textgen.model", "load_model": "piegpu.textgen.model",
-    "samplers": "piegpu.samplers",
+    "samplers": "piegpu.samplers", "Lookup": "piegpu.textgen.speculation",
 }
 
 

@@ -333,6 +333,8 @@ def run_all(n_tokens: int = 63, runs: int = 3) -> dict:
     from .batch import run as batch_rows
     out["batching"] = batch_rows(model, ref.ref, runs=runs)
     out["grammar"] = grammar_row(model, runs)
+    from .speculative import compare as speculative_row
+    out["speculative"] = [speculative_row(model, w, 96, runs) for w in ("edit", "story")]
     a = out["run_ahead_greedy"]
     out["ratios"] = {
         "numpy_over_run_ahead_speed": out["numpy_reference"]["ms_per_token"] / a["ms_per_token"],
@@ -390,6 +392,9 @@ def table(r: dict) -> str:
                      f"({gr['sampled']} sampled, {gr['masks_ahead']} of their next masks computed during the "
                      f"device pass, + {gr['forced']} forced of {gr['tokens']}); mask + consume replayed "
                      f"{gr['replay_mask_ms_per_token']:.3f} ms/token")
+    if "speculative" in r:
+        from .speculative import rows as speculative_lines
+        lines += speculative_lines(r["speculative"])
     if "batching" in r:
         from .batch import rows as batch_lines
         lines += batch_lines(r["batching"])

@@ -73,10 +73,6 @@ def _check_modes(args) -> None:
     if sum(bool(x) for x in (args.json, args.schema or args.json_schema, args.grammar, args.regex is not None)) > 1 \
             or (args.schema and args.json_schema):
         raise PieGpuError("generate: pass one of --json, --json-schema (--schema), --grammar, --regex")
-    value, options = _sampler_options(args)
-    if args.speculative is not None and (args.sampler != "greedy" or value is not None or options):
-        raise PieGpuError("generate: --speculative is greedy decoding; it takes no sampler options. "
-                          "Fix: drop --sampler/--top-k/... or drop --speculative")
 
 
 def _checked_options(args) -> tuple:
@@ -122,11 +118,13 @@ def _cmd_generate(args) -> int:
     from ..textgen.model import load_model
     sampler, watermark, schema = _checked_options(args)  # fail before the model loads
     model = load_model(args.model, verbose=True, kv_dtype=args.kv_dtype, context=args.ctx)
+    spec = None
     if args.speculative is not None:
-        return _generate_speculative(model, args)
+        from ..textgen.speculation import Lookup
+        spec = Lookup(k=args.speculative, ngram=args.ngram)
     t0 = time.perf_counter()
     g = model.generate(args.prompt, max_tokens=args.max_tokens, sampler=sampler, seed=args.seed, chat=args.chat,
-                       watermark=watermark, **(schema or {}))
+                       watermark=watermark, speculative=spec, **(schema or {}))
     first = None
     for piece in g:
         if first is None:
@@ -138,6 +136,9 @@ def _cmd_generate(args) -> int:
     print(f"piegpu: {s.generated} tokens in {s.decode_s:.2f} s ({s.decode_tokens_per_s:.1f} tokens/s decode; "
           f"prompt {s.prompt_tokens} tokens in {s.prefill_s:.2f} s; stop: {s.stop_reason}; sampler: {g.sampler.name})",
           file=sys.stderr)
+    if spec is not None:
+        print(f"piegpu: lookup drafts: {s.accepted_tokens}/{s.draft_tokens} accepted in {s.verify_passes} verify "
+              f"passes (+ {s.plain_passes} plain passes)", file=sys.stderr)
     if g.grammar_stats is not None:
         gs = g.grammar_stats
         kind = {"json_schema": "JSON schema", "json_object": "JSON object"}.get(g.constraint.kind, g.constraint.kind)
@@ -183,16 +184,6 @@ def _constraint_request(args) -> dict | None:
         return None
     check_request(**req)
     return req
-
-
-def _generate_speculative(model, args) -> int:
-    from ..inferlets.speculative import generate_speculative
-    tokens, s = generate_speculative(model, args.prompt, args.max_tokens, k=args.speculative, ngram=args.ngram,
-                                     chat=args.chat)
-    sys.stdout.write(model.tokenizer.decode(tokens) + "\n")
-    print(f"piegpu: {s.generated} tokens in {s.passes} passes ({s.tokens_per_pass:.2f} tokens/pass, "
-          f"{s.accepted}/{s.drafted} drafts accepted, {s.decode_s:.2f} s; stop: {s.stop_reason})", file=sys.stderr)
-    return 0
 
 
 def add_parser(sub) -> None:
@@ -262,7 +253,8 @@ def add_parser(sub) -> None:
     g.add_argument("--grammar", default=None, metavar="FILE", help="constrain the output to a GBNF or Lark grammar")
     g.add_argument("--regex", default=None, metavar="PATTERN", help="constrain the output to match PATTERN")
     g.add_argument("--speculative", type=_int_at_least(1), default=None, metavar="K",
-                   help="greedy decoding with K prompt-lookup drafts verified per pass")
+                   help="speculative decoding: up to K prompt-lookup drafts verified per pass (adaptive; greedy "
+                        "output is plain greedy's, sampled output plain sampling's in distribution)")
     g.add_argument("--ngram", type=_int_at_least(1), default=3,
                    help="prompt-lookup n-gram length for --speculative (3)")
     g.set_defaults(func=_cmd_generate)

@@ -1,88 +1,124 @@
-"""Speculative greedy decoding with prompt-lookup drafts, verified on the device.
+"""Speculative decoding verified on the device: prompt-lookup drafts, one pass per step, accept/reject in the epilogue.
 
-The host proposes up to k draft tokens by prompt lookup: it finds the most recent
-earlier occurrence of the sequence's last n-gram (n = ngram, then shorter) and proposes
-the tokens that followed it. One pass embeds the pending token plus the d drafts and
-reads out d + 1 logits rows; the epilogue computes each row's argmax, the accepted
-prefix (cumprod(eq(drafts, argmax))), keeps accepted + 1 embedded tokens in the KV
-state with StateGeometry.accepting (the length advances on the device), and puts
-[accepted, argmax...] into a result channel. The host learns the accepted tokens plus
-the correction token (argmax of the first rejected row) from that channel, and tells
-the working set its new length (ws.note_length). Every emitted token is an argmax of
-the model given the tokens before it, so the output is plain greedy decoding's.
+The host proposes up to k draft tokens by prompt lookup (NgramIndex: the most recent earlier occurrence of the
+sequence's last n-gram, n = ngram down to ngram_min, and the tokens that followed it). One pass embeds the pending
+token plus the d drafts and reads out d + 1 logits rows; the epilogue runs the row's sampler chain on every row,
+decides how many drafts stand, keeps accepted + 1 embedded tokens in the KV state (StateGeometry.accepting: the
+length advances on the device, rejected positions are simply past it) and puts [accepted, y_0 .. y_d] into a result
+channel; the host emits drafts[:accepted] + [y_accepted].
+
+- Greedy (temperature 0): draft i stands while it equals the argmax of row i; y_i is that argmax. The output is
+  plain greedy decoding's, token for token.
+- Sampled: row i draws the token a plain run would draw there -- the sampler chain's Gumbel-max draw with the RNG
+  state [key, c + i] of the plain loop's (c + i)-th token -- and draft i stands while it equals that draw; the counter
+  advances by the tokens emitted. So the output is plain sampling's token for token for the same seed, whatever
+  drafts were proposed or how many were verified. This is speculative sampling (Leviathan et al. 2023, Chen et al.
+  2023) for a deterministic draft, coupled through the Gumbel noise: a draft stands with probability p(draft), as
+  min(1, p/q) with q its one-hot, and the token after the first miss is distributed as the normalized residual.
+  Stages with state that depends on the drawn tokens (penalties, DRY, Mirostat, a watermark) do not compose and are
+  refused by textgen/speculation.py.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from .. import eta
-from ..runtime.channel import Channel
 from ..dtypes import dtype
 from ..errors import ValidationError
 from ..eta import intrinsics
+from ..runtime.channel import Channel
 from ..runtime.forward import ForwardPass, StateGeometry
-from ..runtime.session import run_sync
+from ..samplers.state import RNG_STATE
+
+SCAN = 64  # most recent occurrences of an n-gram looked at
 
 
-@dataclass
-class SpeculativeStats:
-    """Draft and acceptance counts of one speculative generation."""
+class NgramIndex:
+    """The positions of every n-gram (n = lo..hi) of a growing token sequence, for O(n) lookups per token."""
 
-    passes: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    generated: int = 0
-    decode_s: float = 0.0
-    stop_reason: str = ""
+    def __init__(self, hi: int = 3, lo: int = 1):
+        self.hi, self.lo = hi, lo
+        self.tokens: list = []
+        self.at: dict = {}  # n-gram tuple -> start positions, oldest first
 
-    @property
-    def acceptance_rate(self) -> float:
-        """Accepted drafts over proposed drafts."""
-        return self.accepted / self.drafted if self.drafted else 0.0
+    def extend(self, tokens) -> None:
+        """Append tokens (and index the n-grams that end in them)."""
+        for t in tokens:
+            self.tokens.append(int(t))
+            L = len(self.tokens)
+            for n in range(self.lo, self.hi + 1):
+                if L >= n:
+                    self.at.setdefault(tuple(self.tokens[L - n:]), []).append(L - n)
 
-    @property
-    def tokens_per_pass(self) -> float:
-        """Generated tokens per verification pass (1.0 is plain decoding)."""
-        return self.generated / self.passes if self.passes else 0.0
+    def drafts(self, k: int) -> tuple:
+        """(up to k tokens that followed an earlier occurrence of the last n-gram, n): the longest n (hi..lo) that
+        finds any; ([], 0) where none does."""
+        for n in range(min(self.hi, len(self.tokens) - 1), self.lo - 1, -1):
+            found = self.drafts_of(n, k)
+            if found:
+                return found, n
+        return [], 0
+
+    def drafts_of(self, n: int, k: int) -> list:
+        """Up to k tokens that followed an earlier occurrence of the last n tokens.
+
+        The most recent occurrence with k tokens after it wins; in a repetitive tail the most recent one overlaps
+        the end and has fewer, so the longest continuation is kept.
+        """
+        toks, L = self.tokens, len(self.tokens)
+        if k < 1 or not 1 <= n < L:
+            return []
+        best: list = []
+        for start in reversed(self.at.get(tuple(toks[L - n:]), [])[-SCAN - 1:-1]):  # earlier ones, most recent first
+            follow = toks[start + n: start + n + k]
+            if len(follow) == k:
+                return follow
+            if len(follow) > len(best):
+                best = follow
+        return best
 
 
 def lookup_drafts(tokens: list, k: int, ngram: int = 3) -> list:
-    """Up to k tokens that followed an earlier match of the last n-gram (n = ngram..1).
-
-    The most recent match with k tokens after it wins; in a repetitive tail the most
-    recent match overlaps the end and has fewer, so the longest continuation is kept.
-    """
-    L = len(tokens)
-    for n in range(min(ngram, L - 1), 0, -1):
-        tail = tokens[L - n:]
-        best: list = []
-        for start in range(L - n - 1, -1, -1):  # most recent earlier occurrence first
-            if tokens[start: start + n] == tail:
-                follow = tokens[start + n: start + n + k]
-                if len(follow) == k:
-                    return follow
-                if len(follow) > len(best):
-                    best = follow
-        if best:
-            return best
-    return []
+    """Up to k tokens that followed an earlier match of the last n-gram (n = ngram..1): NgramIndex.drafts."""
+    index = NgramIndex(ngram, 1)
+    index.extend(tokens)
+    return index.drafts(k)[0]
 
 
 @dataclass
-class _Verify:
+class Verify:
+    """One verify pass: its forward pass, the tokens it embeds ([pending] + d drafts) and its verdict channel."""
+
     fwd: ForwardPass
     tokens: Channel
-    result: Channel
+    result: Channel  # [accepted, y_0, ..., y_d]
 
 
-def _verify_pass(sess, d: int) -> _Verify:
-    """The pass that embeds the pending token + d drafts and keeps the accepted prefix (built once per d)."""
-    return sess.loop(("speculative", d), lambda: _build_verify_pass(sess, d))
+def verify_pass(sess, d: int, sampler, states) -> Verify:
+    """The pass that embeds the pending token + d drafts and keeps what stands (built once per d and sampler)."""
+    return sess.loop(("speculative", d, sampler.trace_key, id(states)), lambda: _build(sess, d, sampler, states))
 
 
-def _build_verify_pass(sess, d: int) -> _Verify:
+def _row_state(state, i: int):
+    """[key, counter + i] of an RNG state [key, counter]."""
+    return eta.concat([eta.slice_last(state, 0, 1), eta.slice_last(state, 1, 1) + i])
+
+
+def _sampled_rows(sampler, st: dict, embedded, d: int) -> tuple:
+    """Traced: ([y_0] .. [y_d], [ok_0] .. [ok_{d-1}]): row i's draw at RNG counter c + i, and whether it is draft i."""
+    ys, oks = [], []
+    for i in range(d + 1):
+        row = {**st, RNG_STATE: _row_state(st[RNG_STATE], i)}
+        y = eta.reshape(eta.cast(eta.gumbel_max(sampler.logits(intrinsics.output(i), row), row[RNG_STATE]),
+                                 dtype.i32), [1])
+        if i < d:
+            oks.append(eta.eq(y, eta.slice_last(embedded, i + 1, 1)))
+        ys.append(y)
+    return ys, oks
+
+
+def _build(sess, d: int, sampler, states) -> Verify:
     toks = Channel([d + 1], dtype.i32).named(f"spec:tokens[{d + 1}]")
     result = Channel([d + 2], dtype.i32).named(f"spec:verdict[{d + 2}]")
     geom = StateGeometry.accepting()
@@ -93,86 +129,30 @@ def _build_verify_pass(sess, d: int) -> _Verify:
 
     @fwd.epilogue
     def _():
-        best = eta.concat([eta.reshape(eta.reduce_argmax(eta.sanitize(intrinsics.output(i))), [1])
-                           for i in range(d + 1)])  # [d + 1]: the greedy token after each embedded one
-        if d:
-            drafts = eta.slice_last(toks.read(), 1, d)
-            ok = eta.cast(eta.eq(drafts, eta.slice_last(best, 0, d)), dtype.i32)
-            accepted = eta.reduce_sum(eta.cumprod(ok))  # drafts matching until the first miss
+        st = states.take() if states is not None else {}
+        embedded = toks.read()
+        if sampler.greedy:  # every row's argmax in one reduction over [d + 1, vocab]
+            best = eta.cast(eta.reduce_argmax(sampler.logits(intrinsics.outputs(), st)), dtype.i32)
+            ys = [best]
+            oks = [eta.eq(eta.slice_last(best, 0, d), eta.slice_last(embedded, 1, d))] if d else []
+        else:
+            ys, oks = _sampled_rows(sampler, st, embedded, d)
+        if oks:
+            accepted = eta.reduce_sum(eta.cumprod(eta.cast(eta.concat(oks), dtype.i32)))
         else:
             accepted = eta.broadcast(eta.cast(0, dtype.i32), [])
-        geom.keep(accepted + 1)  # the pending token and the accepted drafts stay in the KV state
-        result.put(eta.concat([eta.reshape(accepted, [1]), best]))
+        geom.keep(accepted + 1)  # the pending token and the drafts that stand stay in the KV state
+        result.put(eta.concat([eta.reshape(accepted, [1])] + ys))
+        if states is not None:
+            new = {n: v + 0.0 for n, v in st.items() if n != RNG_STATE}  # (logit_bias: device data, kept)
+            if RNG_STATE in st:  # the counter moves past the draws of the tokens emitted (accepted + 1)
+                s = st[RNG_STATE]
+                new[RNG_STATE] = eta.concat([eta.slice_last(s, 0, 1),
+                                             eta.slice_last(s, 1, 1) + eta.cast(eta.reshape(accepted, [1]) + 1,
+                                                                                dtype.u32)])
+            states.put(new)
 
-    return _Verify(fwd, toks, result)
-
-
-async def agenerate_speculative(model, prompt: str, max_tokens: int = 128, k: int = 4, ngram: int = 3,
-                                chat: bool = False, stop_at_eos: bool = True, drafter=None) -> tuple:
-    """Async generate_speculative()."""
-    if not isinstance(prompt, str):
-        raise ValidationError(f"generate_speculative: prompt must be a str, got {type(prompt).__name__}")
-    for name, v, lo in (("max_tokens", max_tokens, 1), ("k", k, 1), ("ngram", ngram, 1)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValidationError(f"generate_speculative: {name} must be an int >= {lo}, got {v!r}")
-    text = model.chat_prompt(prompt) if chat else prompt
-    ids = list(model.tokenizer.encode(text).ids)
-    if not ids:
-        raise ValidationError("generate_speculative: the prompt is empty (no tokens). Fix: pass some text")
-    sess = model.session(tokens=len(ids) + max_tokens + k + 1)
-    await sess.start(ids)
-    ws = sess.ws
-    eos = set(model.config.eos_token_ids) if stop_at_eos else set()
-    stats = SpeculativeStats()
-    seq = list(ids)  # every token of the sequence; seq[-1] is pending (not yet embedded)
-    out: list = []
-    t0 = time.perf_counter()
-    try:
-        while len(out) < max_tokens:
-            room = min(k, max_tokens - len(out) - 1, ws.max_tokens - ws.length - 1)
-            drafts = (drafter(seq, room) if drafter else lookup_drafts(seq, room, ngram)) if room > 0 else []
-            drafts = [int(t) for t in drafts][:room]
-            if any(not 0 <= t < model.config.vocab_size for t in drafts):
-                raise ValidationError(f"generate_speculative: the drafter proposed token ids outside "
-                                      f"[0, {model.config.vocab_size}): {drafts}")
-            v = _verify_pass(sess, len(drafts))
-            v.tokens.clear()
-            v.result.clear()
-            v.tokens.put([seq[-1]] + drafts)
-            before = ws.length
-            await sess.pipe.submit(v.fwd)
-            r = (await v.result.take()).tolist()
-            acc = r[0]
-            new = r[1: acc + 2]  # accepted drafts (equal to their rows' argmax) + the correction token
-            ws.note_length(before + acc + 1)
-            sess.embedded(seq[-1:] + drafts[:acc])
-            stats.passes += 1
-            stats.drafted += len(drafts)
-            stats.accepted += acc
-            stop = next((i for i, t in enumerate(new) if t in eos), None)
-            if stop is not None:
-                out += new[:stop]
-                seq += new[:stop + 1]
-                stats.stop_reason = "stop token"
-                break
-            out += new
-            seq += new
-        else:
-            stats.stop_reason = "max_tokens"
-    finally:
-        stats.decode_s = time.perf_counter() - t0
-    out = out[:max_tokens]
-    stats.generated = len(out)
-    return out, stats
+    return Verify(fwd, toks, result)
 
 
-def generate_speculative(model, prompt: str, max_tokens: int = 128, k: int = 4, ngram: int = 3,
-                         chat: bool = False, stop_at_eos: bool = True, drafter=None) -> tuple:
-    """(tokens, SpeculativeStats): greedy decoding of `prompt` with prompt-lookup drafts verified on the device.
-
-    `drafter(sequence, k) -> token ids` replaces prompt lookup (e.g. a small draft model).
-    """
-    return run_sync(agenerate_speculative(model, prompt, max_tokens, k, ngram, chat, stop_at_eos, drafter))
-
-
-__all__ = ["generate_speculative", "agenerate_speculative", "lookup_drafts", "SpeculativeStats"]
+__all__ = ["lookup_drafts", "NgramIndex", "verify_pass", "Verify"]

@@ -64,6 +64,9 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
     """Async generate_batch()."""
     if isinstance(prompts, str) or not all(isinstance(p, str) for p in prompts):
         raise ValidationError("generate_batch: prompts must be a list of str. Fix: generate_batch(['a', 'b'])")
+    if options.get("speculative") is not None:
+        raise ValidationError("generate_batch(speculative=...): batched speculative decoding is not built yet "
+                              "(docs/speculative.md). Fix: model.generate(prompt, speculative=...) per prompt")
     gens = []
     for i, p in enumerate(prompts):
         try:

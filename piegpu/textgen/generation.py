@@ -29,6 +29,11 @@ class GenerationStats:
     kv_pages: int = 0  # KV pool pages its working set held when it ended (shared ones included)
     kv_pages_used: int = 0  # pages the model's whole pool had in use then, of kv_pages_total
     kv_pages_total: int = 0
+    speculative: str | None = None  # the draft source (speculative=...), None without
+    draft_tokens: int = 0  # drafts proposed to verify passes
+    accepted_tokens: int = 0  # of them, the ones that stood
+    verify_passes: int = 0  # passes that verified drafts
+    plain_passes: int = 0  # one-token passes between them (speculative runs back off to these)
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -59,7 +64,7 @@ class Generation:
     def __init__(self, model, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, watermark=None, on_token=None,
                  reuse_prefix: bool = False, window: int | None = None, adapter=None, adapter_scale: float = 1.0,
-                 **sampler_args):
+                 speculative=None, **sampler_args):
         if on_token is not None and not callable(on_token):
             raise ValidationError(f"generate: on_token must be callable (called with each text piece), "
                                   f"got {on_token!r}")
@@ -96,6 +101,10 @@ class Generation:
             from ..inferlets.watermark import Watermark
             self.sampler = self.sampler.then(Watermark.of(watermark))
         self.seed = seed
+        self.speculative = None  # a Speculation (textgen/speculation.py): the drafts and how many to verify
+        if speculative is not None:
+            from .speculation import Speculation
+            self.speculative = Speculation.of(speculative, self)
         stop_ids, stop_strings = self._stops(stop)
         ids = model.tokenizer.encode(self.prompt).ids
         self.ws = working_set
@@ -120,7 +129,8 @@ class Generation:
                                   f"{limit - start}. Fix: a shorter prompt or a larger working set")
         self.out = TokenOutput(model.tokenizer, stop_ids, stop_strings, min(max_tokens, limit - start - len(ids) + 1),
                                on_token)
-        self.stats = GenerationStats(prompt_tokens=len(ids))
+        self.stats = GenerationStats(prompt_tokens=len(ids),
+                                     speculative=None if self.speculative is None else self.speculative.name)
         if reuse_prefix:
             self._plan_reuse(model.session(working_set))
         self._started = False
@@ -237,11 +247,28 @@ class Generation:
             self.stats.decode_s = time.perf_counter() - t1
             return
         sampling = sess.loop(("generate", self.sampler), lambda: self._sampling(sess))
-        loop = sampling.loop
-        loop.token_in.clear()
-        loop.token_in.put([self.prompt_ids[-1]])
         sampling.states.seed(SeqContext(tuple(sess.tokens + self.prompt_ids[-1:]), model.config.vocab_size, self.seed))
         self.stats.prefill_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if self.speculative is not None:  # drafts verified on the device, plain run-ahead between them
+            from .speculation import speculative_pieces
+            pieces = speculative_pieces(self, sess, sampling)
+        else:
+            pieces = self.run_ahead_pieces(sess, sampling, self.prompt_ids[-1])
+        async for piece in pieces:
+            yield piece
+        rest = self.finish()
+        if rest:
+            yield rest
+        self.stats.decode_s = time.perf_counter() - t1
+
+    async def run_ahead_pieces(self, sess, sampling: _Sampling, first: int, until=None):
+        """Text pieces of the decode loop run ahead from the pending token `first`, until the output ends or
+        `until(token)` says to stop after a token (the passes in flight are rewound); then the last token taken
+        is the session's pending one."""
+        loop = sampling.loop
+        loop.token_in.clear()
+        loop.token_in.put([first])
         queue: asyncio.Queue = asyncio.Queue()
         taken: list = []
 
@@ -255,10 +282,10 @@ class Generation:
             piece, more = self.accept(tok)
             if piece:
                 queue.put_nowait(piece)
-            return more
+            return more and not (until is not None and until(tok))
 
-        t1 = time.perf_counter()
-        task = asyncio.ensure_future(pipe.run_ahead(loop.fwd, self.budget, on_token, window=self.window))
+        task = asyncio.ensure_future(sess.pipe.run_ahead(loop.fwd, self.budget - len(self.tokens), on_token,
+                                                         window=self.window))
         get = None
         try:
             while True:
@@ -283,13 +310,9 @@ class Generation:
                     except (asyncio.CancelledError, Exception):
                         pass
             if taken:  # the last token taken is pending, not embedded
-                sess.embedded(self.prompt_ids[-1:] + taken[:-1])
-            else:  # stopped before the first token: the prompt's last token is still pending
-                sess.pending = self.prompt_ids[-1]
-        rest = self.finish()
-        if rest:
-            yield rest
-        self.stats.decode_s = time.perf_counter() - t1
+                sess.embedded([first] + taken[:-1])
+            else:  # stopped before the first token: the first token is still pending
+                sess.pending = first
 
     @property
     def finish_reason(self) -> str:

@@ -203,7 +203,7 @@ class Model:
     def generate(self, prompt: str | list, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                  seed: int = 0, stop=None, working_set=None, chat: bool = False, n: int = 1, on_token=None,
                  reuse_prefix: bool = False, window: int | None = None, adapter=None, adapter_scale: float = 1.0,
-                 **sampler_args):
+                 speculative=None, **sampler_args):
         """Stream a continuation of `prompt`: iterate (sync or async) for text pieces; see Generation.
 
         `adapter`: a LoRA Adapter (or a loaded adapter's name) applied times adapter_scale (load_adapter).
@@ -223,12 +223,19 @@ class Model:
         tracer) with the signature (logits f32[vocab], state u32[2]) -> i32 token; state = [seed, counter].
 
         `window`: passes kept in flight ahead of the host (None: what the adapter measures best).
+
+        `speculative="lookup"` (or piegpu.Lookup(k=..., ngram=...)): drafts from n-gram lookup in the prompt and what
+        was generated, verified on the device; greedy output is plain greedy's, sampled output is distributed as plain
+        sampling's (stats.draft_tokens, stats.accepted_tokens). See textgen/speculation.py.
         """
         if n != 1:
             from .batching import Samples
             if working_set is not None or reuse_prefix:
                 raise ValidationError("generate(n=...) makes its own working sets. Fix: drop working_set= "
                                       "and reuse_prefix=")
+            if speculative is not None:
+                raise ValidationError("generate(n=..., speculative=...): speculative decoding runs one sequence a "
+                                      "generate() call for now. Fix: call generate(speculative=..., seed=s) per sample")
             return Samples(self, prompt, n, seed=seed, max_tokens=max_tokens, sampler=sampler,
                            temperature=temperature, stop=stop, chat=chat, on_token=on_token, window=window,
                            adapter=adapter, adapter_scale=adapter_scale, **sampler_args)
@@ -236,7 +243,7 @@ class Model:
         return Generation(self, prompt, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
                           seed=seed, stop=stop, working_set=working_set, chat=chat, on_token=on_token,
                           reuse_prefix=reuse_prefix, window=window, adapter=adapter, adapter_scale=adapter_scale,
-                          **sampler_args)
+                          speculative=speculative, **sampler_args)
 
     def generate_batch(self, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                        seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16, window: int | None = None,

@@ -28,7 +28,6 @@ def test_sampler_flags_map_to_options():
 
 @pytest.mark.parametrize("argv,match", [
     (("--speculative", "4", "--json"), "cannot be combined"),
-    (("--speculative", "4", "--top-p", "0.9"), "greedy decoding"),
     (("--json", "--watermark", "7"), "cannot be combined yet"),
     (("--schema", "s.json", "--watermark", "7"), "cannot be combined yet"),
 ])
