@@ -139,9 +139,12 @@ def _cmd_generate(args) -> int:
     if spec is not None:
         print(f"piegpu: lookup drafts: {s.accepted_tokens}/{s.draft_tokens} accepted in {s.verify_passes} verify "
               f"passes (+ {s.plain_passes} plain passes)", file=sys.stderr)
+    kind = {"json_schema": "JSON schema", "json_object": "JSON object"}.get(g.constraint.kind, g.constraint.kind) \
+        if g.constraint is not None else None
+    if s.grammar == "device":
+        print(f"piegpu: {kind}: on the device ({s.grammar_reason}); {s.host_waits} host waits", file=sys.stderr)
     if g.grammar_stats is not None:
         gs = g.grammar_stats
-        kind = {"json_schema": "JSON schema", "json_object": "JSON object"}.get(g.constraint.kind, g.constraint.kind)
         print(f"piegpu: {kind}: {gs.masks} sampled tokens under masks ({gs.mask_ms_per_token:.2f} ms/token in "
               f"llguidance), {gs.forced} forced tokens in {gs.forced_runs} prefill runs", file=sys.stderr)
     if watermark is not None and g.tokens:
@@ -183,6 +186,7 @@ def _constraint_request(args) -> dict | None:
     else:
         return None
     check_request(**req)
+    req["grammar_mode"] = args.grammar_mode
     return req
 
 
@@ -252,6 +256,9 @@ def add_parser(sub) -> None:
     g.add_argument("--schema", default=None, metavar="FILE", help="alias of --json-schema")
     g.add_argument("--grammar", default=None, metavar="FILE", help="constrain the output to a GBNF or Lark grammar")
     g.add_argument("--regex", default=None, metavar="PATTERN", help="constrain the output to match PATTERN")
+    g.add_argument("--grammar-mode", default="auto", choices=["auto", "device", "host"],
+                   help="where a constraint runs: the device automaton (regular grammars) or llguidance's host masks "
+                        "(auto: the device where it can)")
     g.add_argument("--speculative", type=_int_at_least(1), default=None, metavar="K",
                    help="speculative decoding: up to K prompt-lookup drafts verified per pass (adaptive; greedy "
                         "output is plain greedy's, sampled output plain sampling's in distribution)")

@@ -54,6 +54,7 @@ class Channel:
         self._staging_pool: list = []
         self._used = False
         self._last_pass = 0  # id of the last pass that used the channel (see Pipeline._settle_one)
+        self._constant = False  # device-read-only data: one cell, no rewind history (see constant())
 
     # ---- configuration --------------------------------------------------------------------
     @classmethod
@@ -78,6 +79,21 @@ class Channel:
         self._capacity = n
         return self
 
+    def constant(self) -> "Channel":
+        """Make the channel read-only data for passes (before first use): its ring is its capacity with no rewind
+        history, passes may only read() it, the host replaces it with clear() + put() (a queue write, so passes in
+        flight still read the old cell); returns the channel. For large tables an epilogue looks up."""
+        if self._buffer is not None or self._used:
+            raise ChannelError(f"Channel{self._label()}.constant(): the channel is already in use. "
+                               "Fix: call it right after creating it")
+        self._constant = True
+        return self
+
+    @property
+    def is_constant(self) -> bool:
+        """Whether passes may only read the channel (constant())."""
+        return self._constant
+
     def named(self, name: str) -> "Channel":
         """Give the channel a name used in error messages; returns the channel."""
         self.name = str(name)
@@ -96,7 +112,7 @@ class Channel:
     @property
     def ring(self) -> int:
         """Cells in the device ring (capacity plus the rewind history)."""
-        return self._capacity + HISTORY
+        return self._capacity + (0 if self._constant else HISTORY)
 
     @property
     def count(self) -> int:

@@ -37,6 +37,13 @@ def _batch(model, max_batch: int, window: int | None) -> Batch:
 def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
     """Admit generation g to the batch (its tokens and text arrive through g.out); returns its runtime Sequence."""
     g.start()  # it runs here, not through its own stream
+    if g.grammar is not None and g.grammar.mode == "device":  # batch rows take host masks (grammar_run.py)
+        if g.grammar.required:
+            raise ValidationError("generate_batch(grammar_mode='device'): batch rows take their grammar masks from "
+                                  "the host yet. Fix: grammar_mode='auto', or model.generate(...) per prompt")
+        from .grammar_run import GrammarPlan
+        g.grammar = GrammarPlan("host", "batch rows take host masks (device automata run in one-sequence generate)")
+        g.stats.grammar, g.stats.grammar_reason = g.grammar.mode, g.grammar.reason
     constraint = g.constraint.matcher() if g.constraint is not None else None  # a grammar mask per row
     if g.options.is_program:
         params = g.options.row_params(g.seed, logprobs, constrained=constraint is not None)

@@ -34,6 +34,8 @@ class GenerationStats:
     accepted_tokens: int = 0  # of them, the ones that stood
     verify_passes: int = 0  # passes that verified drafts
     plain_passes: int = 0  # one-token passes between them (speculative runs back off to these)
+    grammar: str | None = None  # a constraint's path: "device" (automaton in the epilogue) or "host" (llguidance)
+    grammar_reason: str = ""  # why that path (textgen/grammar_run.py)
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -89,8 +91,11 @@ class Generation:
         self.lora = model._adapters.use(adapter, adapter_scale)  # the LoRA it runs under (textgen/adapters.py)
         self.window = None if window is None else check_window(window, "generate")  # None: the pipeline's
         from ..inferlets.grammar import REQUEST_KEYS, Constraint, pop_request
+        from .grammar_run import plan
         # grammar=/lark=/regex=/json_schema=/json_object=: checked (llguidance's message) before any device work
-        self.constraint = Constraint.from_request(model, **pop_request(sampler_args))
+        request = pop_request(sampler_args)
+        self.constraint = Constraint.from_request(model, **request)
+        self.grammar = plan(model, request, sampler_args.pop("grammar_mode", "auto"), self.constraint)
         self.grammar_stats = None
         self.options = SamplingOptions.of(sampler, temperature, also=("watermark", *REQUEST_KEYS), **sampler_args)
         if self.options.is_program and self.constraint is not None:
@@ -131,6 +136,8 @@ class Generation:
                                on_token)
         self.stats = GenerationStats(prompt_tokens=len(ids),
                                      speculative=None if self.speculative is None else self.speculative.name)
+        if self.grammar is not None:
+            self.stats.grammar, self.stats.grammar_reason = self.grammar.mode, self.grammar.reason
         if reuse_prefix:
             self._plan_reuse(model.session(working_set))
         self._started = False
@@ -234,29 +241,28 @@ class Generation:
             self.finish("cancelled")
             self.stats.prefill_s = time.perf_counter() - t0
             return
-        if self.constraint is not None:  # a depth-1 loop: the host writes each step's mask (inferlets/grammar.py)
+        host_masks = self.grammar is not None and self.grammar.mode == "host"
+        if self.grammar is not None and not host_masks:  # the automaton runs in the epilogue (grammar_run.py)
+            from .grammar_run import device_pieces
+            pieces = device_pieces(self, sess)
+        elif host_masks:  # a depth-1 loop: the host writes each step's mask (inferlets/grammar.py)
             from ..inferlets.grammar_loop import constrained_pieces
-            self.stats.prefill_s = time.perf_counter() - t0
-            t1 = time.perf_counter()
-            async for piece in constrained_pieces(self, sess):
-                yield piece
-            self.stats.host_waits = len(self.tokens)  # one readback per step
-            rest = self.finish()
-            if rest:
-                yield rest
-            self.stats.decode_s = time.perf_counter() - t1
-            return
-        sampling = sess.loop(("generate", self.sampler), lambda: self._sampling(sess))
-        sampling.states.seed(SeqContext(tuple(sess.tokens + self.prompt_ids[-1:]), model.config.vocab_size, self.seed))
+            pieces = constrained_pieces(self, sess)
+        else:
+            sampling = sess.loop(("generate", self.sampler), lambda: self._sampling(sess))
+            sampling.states.seed(SeqContext(tuple(sess.tokens + self.prompt_ids[-1:]), model.config.vocab_size,
+                                            self.seed))
+            if self.speculative is not None:  # drafts verified on the device, plain run-ahead between them
+                from .speculation import speculative_pieces
+                pieces = speculative_pieces(self, sess, sampling)
+            else:
+                pieces = self.run_ahead_pieces(sess, sampling, self.prompt_ids[-1])
         self.stats.prefill_s = time.perf_counter() - t0
         t1 = time.perf_counter()
-        if self.speculative is not None:  # drafts verified on the device, plain run-ahead between them
-            from .speculation import speculative_pieces
-            pieces = speculative_pieces(self, sess, sampling)
-        else:
-            pieces = self.run_ahead_pieces(sess, sampling, self.prompt_ids[-1])
         async for piece in pieces:
             yield piece
+        if host_masks:
+            self.stats.host_waits = len(self.tokens)  # one readback per step
         rest = self.finish()
         if rest:
             yield rest

@@ -1,0 +1,144 @@
+"""Which path a constrained generate() takes (device automaton or llguidance's host masks), and the device path's loop.
+
+grammar_mode="auto" runs a request on the device when its grammar is regular (regex=, json_schema= without
+recursion) and its tables fit automaton.MAX_TABLE_BYTES; else on the host (inferlets/grammar_loop.py), and
+stats.grammar_reason says why. "device" raises where the device cannot take it; "host" always uses llguidance.
+
+The device path is plain run-ahead (Generation.run_ahead_pieces) with the automaton in the epilogue: the host follows
+the state from the tokens as they arrive (one table lookup each) only to end the run where the grammar is complete
+and to close it before max_tokens runs out -- the same rule as the host path (grammar_loop.CLOSE_LOOKAHEAD): when
+the shortest completion (exact, by BFS over the automaton) only just fits, it is prefilled unsampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ValidationError
+from ..inferlets.automaton import Unfit, build, request_regex
+from ..inferlets.device_grammar import DeviceGrammar, padded_size
+from ..inferlets.grammar_loop import CLOSE_LOOKAHEAD
+from ..runtime.loops import DecodeLoop, decode_loop
+from ..samplers import SamplerStates, SeqContext
+
+MODES = ("auto", "device", "host")
+
+
+@dataclass
+class GrammarPlan:
+    """The path one constrained request takes."""
+
+    mode: str  # "device" or "host"
+    reason: str
+    automaton: object = None  # the TokenAutomaton on the device path
+    required: bool = False  # grammar_mode="device" asked for it
+
+
+def _pieces(model) -> tuple:
+    """(token bytes, vocabulary key) of the model's tokenizer, computed once per model."""
+    hit = getattr(model, "_automaton_vocab", None)
+    if hit is None:
+        from ..inferlets.automaton import vocabulary_key
+        from ..model.token_bytes import token_bytes
+        pieces = token_bytes(model.tokenizer, model.config.vocab_size)
+        hit = (pieces, vocabulary_key(pieces, model.config.eos_token_ids))
+        model._automaton_vocab = hit
+    return hit
+
+
+def plan(model, request: dict, mode: str, constraint) -> GrammarPlan | None:
+    """The GrammarPlan of a request's constraint keywords (None without a constraint); ValidationError for a bad
+    grammar_mode, or grammar_mode="device" on a grammar the device cannot run (the message says why)."""
+    if mode not in MODES:
+        raise ValidationError(f"grammar_mode must be one of {list(MODES)}, got {mode!r}")
+    if constraint is None:
+        return None
+    if mode == "host":
+        return GrammarPlan("host", "grammar_mode='host'")
+    kind = constraint.kind
+    try:
+        regex = request_regex(kind, request.get(kind) if kind != "json_object" else True)
+        pieces, key = _pieces(model)
+        automaton = build(regex, pieces, model.config.eos_token_ids, key)
+    except Unfit as e:
+        if mode == "device":
+            raise ValidationError(f"grammar_mode='device': {e}. Fix: grammar_mode='auto' (or 'host') runs it on "
+                                  "the host with llguidance") from None
+        return GrammarPlan("host", str(e))
+    return GrammarPlan("device", f"regular grammar: {automaton.states} states, {automaton.classes} token classes, "
+                                 f"{automaton.nbytes / 2**20:.2f} MiB of tables", automaton, mode == "device")
+
+
+@dataclass
+class _Sampling:
+    loop: DecodeLoop
+    states: SamplerStates
+    grammar: DeviceGrammar
+
+
+def _sampling(sess, sampler, vocab: int, table_size: int) -> _Sampling:
+    states = SamplerStates(sampler, vocab, "grammar")
+    grammar = DeviceGrammar(vocab, table_size)
+    return _Sampling(decode_loop(sess.ws, lambda logits: grammar.step(states, logits), name="grammar:"), states,
+                     grammar)
+
+
+def closing(automaton, state: int, left: int) -> str | None:
+    """What budget closing does with `left` tokens to go in `state`: "end" (complete, one more token could reopen
+    it), "force" (the shortest completion only just fits: take it unsampled), or None (go on sampling)."""
+    if left > CLOSE_LOOKAHEAD:
+        return None
+    d = int(automaton.distance[state])
+    if d == 0 and left == 1:
+        return "end"
+    return "force" if 0 < d <= left and d >= left - 2 else None
+
+
+async def device_pieces(gen, sess):
+    """Async generator of text pieces of Generation `gen` on the device automaton, after its prompt is prefilled."""
+    automaton = gen.grammar.automaton
+    vocab = gen.model.config.vocab_size
+    size = padded_size(automaton.table.size)
+    sampling = sess.loop(("grammar-device", gen.sampler.trace_key, size),
+                         lambda: _sampling(sess, gen.sampler, vocab, size))
+    sampling.grammar.load(automaton)
+    state, draws = 0, 0
+    pending = gen.prompt_ids[-1]
+
+    def until(tok: int) -> bool:
+        nonlocal state, draws
+        draws += 1
+        if tok in gen.out.stop_ids:
+            return True
+        state = automaton.next(state, tok)
+        if state < 0:
+            raise RuntimeError(f"device grammar: token {tok} is not allowed in the automaton's state; the device "
+                               "and host tables disagree (please report it)")
+        return automaton.is_done(state) or closing(automaton, state, gen.budget - len(gen.tokens)) is not None
+
+    while not gen.out.stop_reason:
+        left = gen.budget - len(gen.tokens)
+        what = closing(automaton, state, left)
+        if what == "end" or (what is None and automaton.is_done(state)):
+            gen.out.end("grammar complete")
+            return
+        if what == "force":
+            path = automaton.completion(state, left)
+            await sess.extend([pending] + path[:-1])
+            pending = sess.pending = path[-1]
+            for t in path:
+                state = automaton.next(state, t)
+                piece, more = gen.accept(t)
+                if piece:
+                    yield piece
+                if not more:
+                    return
+            continue
+        sampling.states.seed(SeqContext(tuple(sess.tokens + [pending]), vocab, gen.seed, draws), sampler=gen.sampler)
+        sampling.grammar.seed(automaton, state)
+        async for piece in gen.run_ahead_pieces(sess, sampling, pending, until):
+            yield piece
+        pending = sess.pending
+
+
+__all__ = ["GrammarPlan", "plan", "device_pieces", "closing", "MODES"]
