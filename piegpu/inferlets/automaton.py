@@ -263,13 +263,25 @@ def build(regex: str, pieces: list, eos_ids, vocab_key: str | None = None, budge
         if disk:
             atomic_write(path, hit.to_bytes())
     if hit.nbytes > budget:
-        raise Unfit(f"its device tables take {hit.nbytes / 2**20:.1f} MiB, over the {budget / 2**20:.0f} MiB budget")
+        raise Unfit(f"its device tables take {hit.nbytes / 2**20:.2f} MiB, over the {budget / 2**20:.2f} MiB device "
+                    "table budget (automaton.MAX_TABLE_BYTES)")
     _MEMORY[key] = hit
     return hit
 
 
+def outlines_core():
+    """The outlines_core module (Unfit when it is not installed: the request runs on the host)."""
+    try:
+        import outlines_core as oc
+        import outlines_core.json_schema  # noqa: F401
+    except ImportError:
+        raise Unfit("device automata need outlines-core. Fix: pip install 'outlines-core>=0.2.14,<0.3'") from None
+    return oc
+
+
 def _build(regex: str, pieces: list, eos_ids, key: str, budget: int) -> TokenAutomaton:
-    from outlines_core import Index, Vocabulary
+    oc = outlines_core()
+    Index, Vocabulary = oc.Index, oc.Vocabulary
     t0 = time.perf_counter()
     vocab = len(pieces)
     eos_ids = tuple(int(e) for e in eos_ids if 0 <= int(e) < vocab)
@@ -287,9 +299,9 @@ def _build(regex: str, pieces: list, eos_ids, key: str, budget: int) -> TokenAut
     never = [i for i, p in enumerate(pieces) if not p]
     transitions = index.get_transitions()
     finals = index.get_final_states()
-    if sum(len(v) for v in transitions.values()) * 8 > 8 * budget:
-        raise Unfit(f"the automaton has {sum(len(v) for v in transitions.values())} token edges, too many for the "
-                    f"{budget / 2**20:.0f} MiB budget")
+    edges = sum(len(v) for v in transitions.values())
+    if edges > budget:  # a cheap bound before the tables are laid out (they take far fewer bytes than edges)
+        raise Unfit(f"the automaton has {edges} token edges, over the {budget / 2**20:.2f} MiB device table budget")
     class_of, table, accepting, eos_class = tables(transitions, index.get_initial_state(), finals, vocab, eos,
                                                    eos_ids, never)
     return TokenAutomaton(class_of, table, accepting, eos_class, key, time.perf_counter() - t0)

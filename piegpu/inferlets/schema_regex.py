@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 
-from .automaton import Unfit
+from .automaton import Unfit, outlines_core
 
 RECURSION_DEPTH = 3  # how deep outlines would unroll a recursive schema; such schemas run on the host
 ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "$comment", "readOnly", "writeOnly",
@@ -179,8 +179,8 @@ def ascii_classes(regex: str) -> str:
 def schema_regex(schema) -> str:
     """The regex of a JSON schema for the device automaton (compact JSON, objects closed as llama.cpp reads them);
     Unfit where the schema is recursive or uses a keyword the construction would not honour."""
-    from outlines_core.json_schema import build_regex_from_schema
     from .grammar import closed_objects
+    build_regex_from_schema = outlines_core().json_schema.build_regex_from_schema
     if isinstance(schema, str):
         schema = json.loads(schema)
     if schema is True or schema == {}:
