@@ -13,8 +13,8 @@ channel (token_mask.device_allowed), applies it before every sampler stage, and 
     m.forced_tokens()           # tokens the grammar forces next (fast-forward; embed them unsampled)
     m.is_done()                 # nothing but EOS may follow
 
-model.generate(..., grammar=/lark=/regex=/json_schema=/json_object=) runs
-grammar_loop.constrained_pieces(): a depth-1 loop (the mask for step t+1 needs token t, which the device draws in step t), where
+model.generate(..., grammar=/lark=/regex=/json_schema=/json_object=) on the host path (grammar_mode="host", or a
+grammar the device automaton cannot take: textgen/grammar_run.py) runs grammar_loop.constrained_pieces(): a depth-1 loop (the mask for step t+1 needs token t, which the device draws in step t), where
 forced tokens are prefilled in one pass each run instead of being sampled one by one.
 """
 
