@@ -46,6 +46,10 @@ class Constraints:
 
     def factory(self, req):
         """() -> a fresh Matcher per choice; 400 with llguidance's message for a grammar it cannot compile."""
+        if getattr(req, "grammar_mode", "auto") == "device":
+            raise ServerError(400, "grammar_mode 'device': the server batches requests, and batch rows take their "
+                                   "grammar masks from the host yet (docs/grammar.md). Fix: grammar_mode 'auto' or "
+                                   "'host'", "grammar_mode")
         try:
             c = Constraint.from_request(self.model, **self.request(req))
         except (PieGpuError, ValueError) as e:

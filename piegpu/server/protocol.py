@@ -108,6 +108,7 @@ class _Sampling(_Body):
     grammar: Optional[str] = None  # llama.cpp server: a GBNF (or Lark) grammar
     regex: Optional[str] = None  # vLLM's guided_regex, under llama.cpp-style naming
     json_schema: Optional[dict] = None  # llama.cpp server: a JSON Schema without response_format
+    grammar_mode: Literal["auto", "device", "host"] = "auto"  # piegpu: where a constraint runs (docs/grammar.md)
 
     @field_validator("stop")
     @classmethod

@@ -160,6 +160,9 @@ def test_json_schema_response_format_validates(server):
         assert isinstance(json.loads(r.choices[0].message.content), dict)
     else:  # cut by max_tokens: still a prefix of an object
         assert r.choices[0].message.content.lstrip().startswith("{")
+    with pytest.raises(openai.BadRequestError, match="grammar_mode 'device'"):  # batch rows: host masks only
+        c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "JSON."}], max_tokens=8,
+                                  response_format={"type": "json_object"}, extra_body={"grammar_mode": "device"})
 
 
 def test_sixteen_concurrent_streams_equal_their_requests_alone(server, default_model):
