@@ -200,3 +200,16 @@ def test_tables_group_tokens_and_check_exactly():
     assert class_of[0] == class_of[1] != class_of[2] and class_of[6] == class_of[3] == 0
     assert table[0, class_of[0]] == 1 and table[1, class_of[2]] == 2 and table[0, class_of[3]] == -1
     assert accepting.tolist() == [False, False, True] and table[2, eos] == 2 and table[0, eos] == -1
+
+
+def test_every_sampler_stage_composes_with_the_device_automaton(default_model):
+    schema = {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]},
+                                               "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+              "required": ["color", "n"]}
+    for opts in ({"sampler": "temperature", "xtc_probability": 0.5, "dry_multiplier": 0.8, "top_n_sigma": 2.0},
+                 {"sampler": "mirostat", "mirostat": 5.0}, {"repetition_penalty": 1.3, "presence_penalty": 0.5},
+                 {"sampler": "top-k", "top_k": 20, "logit_bias": {29: -100.0}}):
+        g = default_model.generate("Pick a color as JSON.", chat=True, max_tokens=30, json_schema=schema, seed=4,
+                                   window=4, **opts)
+        jsonschema.validate(json.loads(g.run()), schema)
+        assert g.stats.grammar == "device", opts
