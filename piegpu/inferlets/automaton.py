@@ -163,14 +163,13 @@ def tables(transitions: dict, start, finals, vocab: int, eos: int, eos_ids, neve
     Token columns (their next state in every state) are hashed twice over 64 bits and grouped; the grouping is then
     checked exactly against every transition, so a hash collision is an error, never a wrong mask.
     """
-    ids = {start: 0}
-    for s in transitions:
-        ids.setdefault(s, len(ids))
-    for s in finals:
-        ids.setdefault(s, len(ids))
-    n = len(ids)
+    order = list(dict.fromkeys([start, *transitions, *finals]))  # state 0 is the start
+    n = len(order)
     if n > MAX_STATES:
         raise Unfit(f"the automaton has {n} states (max {MAX_STATES})")
+    raw = np.array(order, np.int64)
+    sort = np.argsort(raw)
+    renumber = lambda states: sort[np.searchsorted(raw[sort], states)]  # noqa: E731 -- outlines' ids -> 0..n-1
     h1 = np.zeros(vocab, np.uint64)
     h2 = np.zeros(vocab, np.uint64)
     rows = []
@@ -179,11 +178,12 @@ def tables(transitions: dict, start, finals, vocab: int, eos: int, eos_ids, neve
             if not edges:
                 continue
             toks = np.fromiter(edges.keys(), np.int64, len(edges))
-            nxt = np.array([ids[v] for v in edges.values()], np.int64)
+            nxt = renumber(np.fromiter(edges.values(), np.int64, len(edges)))
             keep = (toks != eos) & (toks < vocab)
             toks, nxt = toks[keep], nxt[keep]
-            rows.append((ids[s], toks, nxt))
-            code = (np.uint64(ids[s]) * np.uint64(n + 1) + nxt.astype(np.uint64) + np.uint64(1))
+            sid = int(renumber(np.array([s]))[0])
+            rows.append((sid, toks, nxt))
+            code = (np.uint64(sid) * np.uint64(n + 1) + nxt.astype(np.uint64) + np.uint64(1))
             h1[toks] += _mix(code, 0)
             h2[toks] += _mix(code, 1)
     special = np.zeros(vocab, bool)
@@ -207,12 +207,12 @@ def tables(transitions: dict, start, finals, vocab: int, eos: int, eos_ids, neve
     table = np.full((n, classes), -1, np.int32)
     for s, toks, nxt in rows:
         table[s, class_of[toks]] = nxt
-    for s, toks, nxt in rows:  # exact check: every transition, and nothing more per state
-        if not (np.array_equal(table[s, class_of[toks]], nxt)
-                and int((table[s][class_of] >= 0).sum()) == toks.size):
+    sizes = np.bincount(class_of, minlength=classes)
+    for s, toks, nxt in rows:  # exact check: every transition, and nothing more per state (class sizes add up)
+        if not (np.array_equal(table[s, class_of[toks]], nxt) and int(sizes[table[s] >= 0].sum()) == toks.size):
             raise RuntimeError("automaton: token classes collided (a 128-bit hash collision); please report it")
     accepting = np.zeros(n, bool)
-    accepting[[ids[f] for f in finals]] = True
+    accepting[renumber(np.array(sorted(finals), np.int64))] = True
     eos_class = int(class_of[next(iter(eos_ids))]) if eos_ids else classes
     if not eos_ids:
         table = np.concatenate([table, np.full((n, 1), -1, np.int32)], 1)
