@@ -46,6 +46,7 @@ class RowParams:
     chain: tuple = ()
     dry: object = None
     program: object = None  # an eta Program (logits f32[vocab], state u32[2]) -> token: the row's whole sampler
+    automaton: int = 0  # the padded table size of the row's device grammar automaton (its RowState holds it), 0: none
 
     def __post_init__(self):
         object.__setattr__(self, "temperature", check_temperature(self.temperature))
@@ -73,7 +74,7 @@ class RowParams:
             raise ValidationError("RowParams: Mirostat must be the last truncation, once. Fix: move it last")
         object.__setattr__(self, "chain", chain)
         if self.program is not None:
-            if chain or self.dry is not None or self.penalized or self.logit_bias or self.constrained or (
+            if chain or self.dry is not None or self.penalized or self.logit_bias or self.constrained or self.automaton or (
                     self.top_k, self.top_p, self.min_p, self.typical_p) != (0, 1.0, 0.0, 1.0):
                 raise ValidationError("RowParams: a sampler program is the row's whole sampler; it takes no other "
                                       "stage, penalty, bias or grammar. Fix: trace them into the program")
@@ -156,6 +157,7 @@ class RowKey:
     slots: tuple = ()
     dry: tuple | None = None  # (L, J, K, S) when a row has DRY
     programs: tuple = ()  # per row its sampler program or None, when any row has one
+    table: int = 0  # entries per row of the device grammar tables, when any row has an automaton
 
     def __contains__(self, flag: str) -> bool:
         return flag in self.flags
@@ -178,7 +180,8 @@ def structure_of(params: list) -> RowKey:
     slots = layout_of(tuple(slot_of(t) for t in p.truncations) for p in params)
     drys = [p.dry for p in params if p.dry is not None]
     programs = tuple(p.program for p in params) if any(p.program is not None for p in params) else ()
-    return RowKey(frozenset(need), slots, dry_shape(drys) if drys else None, programs)
+    table = max((p.automaton for p in params), default=0)
+    return RowKey(frozenset(need), slots, dry_shape(drys) if drys else None, programs, table)
 
 
 class RowState:
@@ -190,9 +193,14 @@ class RowState:
     piegpu.inferlets.grammar.
     """
 
-    def __init__(self, params: RowParams, vocab: int, tokens=(), constraint=None):
+    def __init__(self, params: RowParams, vocab: int, tokens=(), constraint=None, automaton=None):
         if params.constrained and constraint is None:
             raise ValidationError("RowState: the row is constrained but has no constraint. Fix: pass one")
+        if bool(params.automaton) != (automaton is not None):
+            raise ValidationError("RowState: a row with a device automaton needs it (and only such a row). Fix: pass "
+                                  "automaton= with params.automaton set to its padded table size")
+        self.automaton = automaton  # a TokenAutomaton the device follows; the host follows it from the tokens
+        self.automaton_state = 0
         self.counts = None
         if params.penalized:
             ids = np.asarray(list(tokens), np.int64)
@@ -210,6 +218,13 @@ class RowState:
             self.counts[token] += 1
         if self.constraint is not None:
             self.constraint.consume(token)
+        if self.automaton is not None:
+            nxt = self.automaton.next(self.automaton_state, token)
+            if nxt < 0 and not self.automaton.accepting[self.automaton_state]:
+                raise ValidationError(f"device grammar: token {token} is not allowed in the row's automaton state; "
+                                      "the device and host tables disagree (please report it)")
+            if nxt >= 0:  # (a stop token outside the tables ends the row in its accepting state)
+                self.automaton_state = nxt
         if self.history is not None:
             self.history.append(int(token))
             if len(self.history) > 2 * self._window:

@@ -81,8 +81,13 @@ class RowSampler:
             self.extra["bias"] = Channel([rows, vocab], dtype.f32).named(f"{label}:logit-bias")
         if "mask" in self.stages:
             self.extra["mask"] = Channel([rows, self.words], dtype.u32).named(f"{label}:grammar-mask")
+        if key.table:  # device grammar automata (inferlets/automaton.py): tables per row, the state loop-carried
+            self.extra["gstate"] = Channel([rows, 2], dtype.i32).named(f"{label}:grammar-state")
+            self.extra["class_of"] = Channel([rows, vocab], dtype.i32).constant().named(f"{label}:grammar-classes")
+            self.extra["table"] = Channel([rows, key.table], dtype.i32).constant().named(f"{label}:grammar-table")
         self.dry = RowDry(rows, vocab, key.dry, label) if key.dry is not None else None
         self._mu_next = None  # traced: mu after this pass (carried())
+        self._grammar = None  # traced: (state cell, classes, flat tables, row bases) of this pass
 
     @property
     def needs_host(self) -> bool:
@@ -146,10 +151,30 @@ class RowSampler:
                                               "Fix: use ids from this model's tokenizer")
                     bias[row, tok] = b
             put(self.extra["bias"], bias)
+        if "gstate" in self.extra:
+            self._automata(params, states, put, first)
         if self.dry is not None:
             self.dry.start([p.dry for p in params],
                            [self._state(st, row, "history") if p.dry is not None else ()
                             for row, (p, st) in rows()], put)
+
+    def _automata(self, params: list, states: list, put, first: int) -> None:
+        """The grammar cells of rows first.. : a row without an automaton allows every token (one class, state 0,
+        table [0] = 0); a row with one starts in its RowState's automaton state."""
+        n, T = len(params), self.key.table
+        cells = np.tile(np.array([[0, 1]], np.int32), (n, 1))
+        classes = np.zeros((n, self.vocab), np.int32)
+        tables = np.full((n, T), -1, np.int32)
+        tables[:, 0] = 0
+        for i, (p, st) in enumerate(zip(params, states)):
+            if p.automaton:
+                a = self._state(st, first + i, "automaton")
+                cells[i] = (st.automaton_state, a.classes)
+                classes[i] = a.class_of
+                tables[i] = a.device_arrays(T)[1]
+        put(self.extra["gstate"], cells)
+        put(self.extra["class_of"], classes)
+        put(self.extra["table"], tables)
 
     def restart_row(self, row: int, params, draws: int, state=None) -> None:
         """Host: row `row` starts over as a new sequence (params, tokens drawn so far, its RowState) in the cells
@@ -215,6 +240,10 @@ class RowSampler:
         token = self._draw(logits, r, counts, dry)
         if self.key.programs:
             token = self._programs(logits, r, token)
+        if self._grammar is not None:  # each row's automaton advances by its token
+            cell, classes, flat, base = self._grammar
+            nxt = eta.gather(flat, base + eta.gather_row(classes, token))
+            self.extra["gstate"].put(eta.concat([eta.reshape(nxt, [self.rows, 1]), eta.slice_last(cell, 1, 1)]))
         if counts is not None:
             idx = eta.cast(eta.broadcast(eta.iota(self.vocab), [self.rows, self.vocab]), dtype.i32)
             self.extra["counts"].put(counts + eta.cast(eta.eq(idx, keep_dims(token, counts)), dtype.i32))
@@ -247,6 +276,13 @@ class RowSampler:
             idx = eta.broadcast(eta.iota(self.vocab), [B, self.vocab])
             bits = eta.take_last(self.extra["mask"].take(), idx >> 5) >> (idx & 31)
             x = eta.mask_apply(x, eta.ne(bits & 1, 0))
+        if "gstate" in self.extra:  # mask by the row's automaton state: table[row, state * classes + class_of] >= 0
+            T = self.key.table
+            cell, classes = self.extra["gstate"].take(), self.extra["class_of"].read()
+            flat = eta.reshape(self.extra["table"].read(), [B * T])
+            base = col(cell, 0) * col(cell, 1) + eta.cast(eta.iota(B), dtype.i32) * T
+            self._grammar = (cell, classes, flat, base)
+            x = eta.mask_apply(x, eta.ge(eta.gather(flat, keep_dims(base, classes) + classes), 0))
         if "bias" in self.stages:
             b = self.extra["bias"].read()
             x = eta.select(eta.eq(b, NEG_INF), NEG_INF, x + b)  # as LogitBias: a ban stays -inf

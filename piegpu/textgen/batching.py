@@ -37,20 +37,21 @@ def _batch(model, max_batch: int, window: int | None) -> Batch:
 def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
     """Admit generation g to the batch (its tokens and text arrive through g.out); returns its runtime Sequence."""
     g.start()  # it runs here, not through its own stream
-    if g.grammar is not None and g.grammar.mode == "device":  # batch rows take host masks (grammar_run.py)
-        if g.grammar.required:
-            raise ValidationError("generate_batch(grammar_mode='device'): batch rows take their grammar masks from "
-                                  "the host yet. Fix: grammar_mode='auto', or model.generate(...) per prompt")
-        from .grammar_run import GrammarPlan
-        g.grammar = GrammarPlan("host", "batch rows take host masks (device automata run in one-sequence generate)")
-        g.stats.grammar, g.stats.grammar_reason = g.grammar.mode, g.grammar.reason
-    constraint = g.constraint.matcher() if g.constraint is not None else None  # a grammar mask per row
+    device = g.grammar is not None and g.grammar.mode == "device"  # the row's automaton runs in the epilogue
+    # else a grammar mask per row from the host
+    constraint = g.constraint.matcher() if g.constraint is not None and not device else None
     if g.options.is_program:
         params = g.options.row_params(g.seed, logprobs, constrained=constraint is not None)
     else:  # g.sampler: the options' sampler with what generate() adds (a watermark: refused, never dropped)
         params = RowParams.of(g.sampler, g.seed, logprobs, constrained=constraint is not None)
+    automaton = g.grammar.automaton if device else None
+    if device:
+        from dataclasses import replace
+        from ..inferlets.device_grammar import padded_size
+        params = replace(params, automaton=padded_size(automaton.table.size))
     # penalties count the prompt, as generate() does
-    return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint, adapter=g.lora)
+    return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint, adapter=g.lora,
+                 automaton=automaton)
 
 
 def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
@@ -65,6 +66,19 @@ def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
     return gens
 
 
+def _of_prompt(key: str, value, i: int, n: int):
+    """Prompt i's value of a generate_batch option: a list holds one value per prompt (None: not set for that prompt;
+    for stop=, a list of lists -- a flat list of strings is the stop strings of every prompt)."""
+    per = isinstance(value, list) and (key != "stop" or (value and all(isinstance(v, (list, type(None)))
+                                                                           for v in value)))
+    if not per:
+        return value
+    if len(value) != n:
+        raise ValidationError(f"generate_batch: {key}= is a list of {len(value)} values for {n} prompts. Fix: one "
+                              "value per prompt (None where a prompt has none), or a single value for all")
+    return value[i]
+
+
 async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy", temperature: float = 1.0,
                           seed: int = 0, stop=None, chat: bool = False, max_batch: int = 16,
                           window: int | None = None, adapters: list | None = None, **options) -> list:
@@ -75,11 +89,16 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
         raise ValidationError("generate_batch(speculative=...): batched speculative decoding is not built yet "
                               "(docs/speculative.md). Fix: model.generate(prompt, speculative=...) per prompt")
     gens = []
+    shared = dict(options, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop)
     for i, p in enumerate(prompts):
         try:
-            gens.append(Generation(model, p, max_tokens=max_tokens, sampler=sampler, temperature=temperature,
-                                   seed=seed, stop=stop, chat=chat, adapter=None if adapters is None else adapters[i],
-                                   **options))
+            mine = {k: _of_prompt(k, v, i, len(prompts)) for k, v in shared.items()}
+            mine = {k: v for k, v in mine.items() if v is not None or k in ("stop",)}
+            mine.setdefault("max_tokens", 128)
+            mine.setdefault("temperature", 1.0)
+            mine.setdefault("seed", 0)
+            gens.append(Generation(model, p, sampler=sampler, chat=chat,
+                                   adapter=None if adapters is None else adapters[i], **mine))
         except ValidationError as e:
             raise ValidationError(f"generate_batch: prompt {i}: {e}") from None
     t0 = time.perf_counter()

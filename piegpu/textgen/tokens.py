@@ -82,16 +82,17 @@ class TokenOutput:
 
 
 def admit(batch, out: TokenOutput, prompt_ids: list, params, session=None, constraint=None,
-          on_token: Callable | None = None, adapter=None):
+          on_token: Callable | None = None, adapter=None, automaton=None):
     """Add a sequence to a runtime Batch; its drawn tokens go through `out`. Returns the runtime Sequence.
 
     `constraint`: a grammar matcher (mask_into, consume) for the row, or None. `on_token(seq,
     token, piece)`, if given, sees each accepted token with its text piece (the server's
     logprob entries); returning False ends the row. The batch itself ends the row at
     `out.budget` ("length") and at a stop token; `out` ends it at a stop string or a cancel. `adapter`: the
-    LoRA the row runs under (textgen/adapters.py LoraUse, or None).
+    LoRA the row runs under (textgen/adapters.py LoraUse, or None). `automaton`: the row's device grammar
+    (inferlets/automaton.py TokenAutomaton, with params.automaton its padded table size), or None.
     """
-    state = RowState(params, batch.model.config.vocab_size, prompt_ids, constraint)
+    state = RowState(params, batch.model.config.vocab_size, prompt_ids, constraint, automaton)
 
     def on_drawn(seq, tok):
         piece, more = out.accept(tok)

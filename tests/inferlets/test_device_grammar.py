@@ -185,8 +185,8 @@ def test_auto_mode_and_bad_input(default_model):
                                grammar_mode="device")
     with pytest.raises(ValidationError, match="grammar_mode must be one of"):
         default_model.generate("x", regex="a", grammar_mode="gpu")
-    with pytest.raises(ValidationError, match="batch rows"):
-        default_model.generate_batch(["a", "b"], regex="[ab]", grammar_mode="device", max_tokens=2)
+    assert all(g.stats.grammar == "device" for g in
+               default_model.generate_batch(["a", "b"], regex="[ab]", grammar_mode="device", max_tokens=2))
     with pytest.raises(ValidationError, match="over the"):
         from piegpu.textgen.grammar_run import _pieces
         pieces, key = _pieces(default_model)
@@ -213,3 +213,29 @@ def test_every_sampler_stage_composes_with_the_device_automaton(default_model):
                                    window=4, **opts)
         jsonschema.validate(json.loads(g.run()), schema)
         assert g.stats.grammar == "device", opts
+
+
+def test_batch_rows_carry_their_own_automata(default_model):
+    """generate_batch with per-prompt schemas (None: a free row) beside free rows, two rows at a time so later prompts
+    take over rows (handovers): every row equals its prompt alone, runs ahead, and validates; n= samples too."""
+    small = {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]},
+                                              "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+             "required": ["color", "n"]}
+    prompts = ["Pick a color as JSON.", "Say hi.", "Describe a trip as JSON.", "Another color as JSON."]
+    schemas = [small, None, TOOL, small]
+    gens = default_model.generate_batch(prompts, chat=True, max_tokens=32, json_schema=schemas, window=4,
+                                        max_batch=2)
+    for p, schema, g in zip(prompts, schemas, gens):
+        alone = default_model.generate(p, chat=True, max_tokens=32, window=4,
+                                       **({"json_schema": schema} if schema else {}))
+        assert g.text == alone.run(), p
+        assert g.stats.grammar == ("device" if schema else None)
+        if schema:
+            jsonschema.validate(json.loads(g.text), schema)
+    assert sum(g.stats.host_waits for g in gens) < sum(len(g.tokens) for g in gens)
+    texts = default_model.generate("Pick a color as JSON.", chat=True, n=3, max_tokens=24, json_schema=small,
+                                   sampler="top-p", top_p=0.95, seed=3).run()
+    for t in texts:
+        jsonschema.validate(json.loads(t), small)
+    with pytest.raises(ValidationError, match="one value per prompt"):
+        default_model.generate_batch(["a", "b"], regex=["[ab]"], max_tokens=2)
