@@ -81,9 +81,16 @@ class Api:
                               "prompt")
         max_tokens = self.budget(req, prompt_ids)
         params = self.row_params(req, logprobs, top)
-        factory = self.constraints.factory(req) if self.constraints is not None and params[0].constrained else None
+        factory = automaton = None
+        if self.constraints is not None and params[0].constrained:
+            factory, automaton = self.constraints.factory(req)
+        if automaton is not None:  # the grammar runs in the epilogue: the rows take no host mask
+            from dataclasses import replace
+            from ..inferlets.device_grammar import padded_size
+            params = [replace(p, constrained=False, automaton=padded_size(automaton.table.size)) for p in params]
         return Job(list(prompt_ids), params, max_tokens, req.stops(), emit, factory,
-                   frozenset(self.model.config.eos_token_ids), adapter=self.lora.for_request(req))
+                   frozenset(self.model.config.eos_token_ids), adapter=self.lora.for_request(req),
+                   automaton=automaton)
 
     def encode(self, text: str) -> list:
         """Token ids of `text` as model.generate encodes a prompt."""

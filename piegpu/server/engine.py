@@ -335,7 +335,7 @@ class Engine:
             if job.constraint is not None:
                 c.constraint = Guarded(c, job.constraint())
             c.seq = admit(self.batch, c.out, job.prompt_ids, p, session=sess, constraint=c.constraint,
-                          on_token=self._on_token(job, c), adapter=job.adapter)
+                          on_token=self._on_token(job, c), adapter=job.adapter, automaton=job.automaton)
             job.choices.append(c)
         self._running.append(job)
         self.stats.prompt_tokens += len(job.prompt_ids) - job.cached_tokens

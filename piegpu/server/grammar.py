@@ -44,16 +44,19 @@ class Constraints:
         """Whether the request constrains its output."""
         return bool(self.request(req))
 
-    def factory(self, req):
-        """() -> a fresh Matcher per choice; 400 with llguidance's message for a grammar it cannot compile."""
-        if getattr(req, "grammar_mode", "auto") == "device":
-            raise ServerError(400, "grammar_mode 'device': the server batches requests, and batch rows take their "
-                                   "grammar masks from the host yet (docs/grammar.md). Fix: grammar_mode 'auto' or "
-                                   "'host'", "grammar_mode")
+    def factory(self, req) -> tuple:
+        """(() -> a fresh Matcher per choice, None) for llguidance's host masks, or (None, TokenAutomaton) where the
+        grammar runs on the device (grammar_mode, textgen/grammar_run.py); 400 with the reason for a grammar that
+        cannot be used, or grammar_mode 'device' on one the device cannot run."""
+        from ..textgen.grammar_run import plan
+        request = self.request(req)
+        where = "tools" if getattr(req, "_tool_grammar", None) is not None else "response_format"
         try:
-            c = Constraint.from_request(self.model, **self.request(req))
+            c = Constraint.from_request(self.model, **request)
+            chosen = plan(self.model, request, getattr(req, "grammar_mode", "auto"), c)
         except (PieGpuError, ValueError) as e:
-            where = "tools" if getattr(req, "_tool_grammar", None) is not None else "response_format"
             raise ServerError(400, f"the output constraint cannot be used: {e}", where) from None
+        if chosen.mode == "device":
+            return None, chosen.automaton
         c.matcher()  # a grammar that fails at its start fails here, not on the engine thread
-        return c.matcher
+        return c.matcher, None

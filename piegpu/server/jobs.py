@@ -68,6 +68,7 @@ class Job:
     constraint: Callable | None = None  # () -> a fresh per-choice constraint (fill_mask, consume)
     stop_ids: frozenset = frozenset()
     adapter: object = None  # the LoRA its choices run under (textgen/adapters.py LoraUse), None: the base model
+    automaton: object = None  # the device grammar automaton every choice follows (then constraint is None)
     choices: list = field(default_factory=list)
     cached_tokens: int = 0
     prefilled: int = 0

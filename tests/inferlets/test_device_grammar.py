@@ -135,7 +135,8 @@ def test_masks_within_llguidance_on_the_same_regex(default_model):
     from piegpu.inferlets.token_mask import unpack_mask
     V = default_model.config.vocab_size
     for rx in REGEXES[:3]:
-        g = default_model.generate("Answer:", regex=rx, max_tokens=24, sampler="top-p", top_p=0.95, seed=5)
+        g = default_model.generate("Answer:", regex=rx, max_tokens=24, sampler="top-p", top_p=0.95, seed=5,
+                                   grammar_mode="device")
         g.run()
         a = g.grammar.automaton
         m = Constraint.from_request(default_model, regex=rx).matcher()
@@ -175,11 +176,10 @@ def test_auto_mode_and_bad_input(default_model):
            "$ref": "#/$defs/n"}
     for schema, why in ((rec, "recursive"), ({"type": "object", "properties": {"a": {"type": "integer"}},
                                               "minProperties": 1}, "minProperties"), ({"type": "string", "format": "hostname"}, "hostname")):
-        g = default_model.generate("x", json_schema=schema, max_tokens=4)
-        assert g.stats.grammar == "host" and why in g.stats.grammar_reason
         with pytest.raises(ValidationError, match=why):
             default_model.generate("x", json_schema=schema, grammar_mode="device")
-    assert default_model.generate("x", grammar='root ::= "a"', max_tokens=2).stats.grammar == "host"
+    with pytest.raises(ValidationError, match="GBNF|grammar= grammars run on the host"):
+        default_model.generate("x", grammar='root ::= "a"', max_tokens=2, grammar_mode="device")
     with pytest.raises(ValidationError, match="(?i)unsatisfiable"):
         default_model.generate("x", json_schema={"type": "integer", "minimum": 5, "maximum": 2},
                                grammar_mode="device")
@@ -191,7 +191,9 @@ def test_auto_mode_and_bad_input(default_model):
         from piegpu.textgen.grammar_run import _pieces
         pieces, key = _pieces(default_model)
         A.build("[a-z]{1,40}", pieces, [2], key, budget=1 << 10, disk=False)
-    assert default_model.generate("x", json_schema=TOOL, max_tokens=2).stats.grammar == "device"
+    auto = default_model.generate("x", json_schema=TOOL, max_tokens=2)  # auto: llguidance, for now (grammar_run)
+    assert auto.stats.grammar == "host" and "canonical" in auto.stats.grammar_reason
+    assert default_model.generate("x", json_schema=TOOL, max_tokens=2, grammar_mode="device").stats.grammar == "device"
 
 
 def test_tables_group_tokens_and_check_exactly():
@@ -210,7 +212,7 @@ def test_every_sampler_stage_composes_with_the_device_automaton(default_model):
                  {"sampler": "mirostat", "mirostat": 5.0}, {"repetition_penalty": 1.3, "presence_penalty": 0.5},
                  {"sampler": "top-k", "top_k": 20, "logit_bias": {29: -100.0}}):
         g = default_model.generate("Pick a color as JSON.", chat=True, max_tokens=30, json_schema=schema, seed=4,
-                                   window=4, **opts)
+                                   window=4, grammar_mode="device", **opts)
         jsonschema.validate(json.loads(g.run()), schema)
         assert g.stats.grammar == "device", opts
 
@@ -224,17 +226,17 @@ def test_batch_rows_carry_their_own_automata(default_model):
     prompts = ["Pick a color as JSON.", "Say hi.", "Describe a trip as JSON.", "Another color as JSON."]
     schemas = [small, None, TOOL, small]
     gens = default_model.generate_batch(prompts, chat=True, max_tokens=32, json_schema=schemas, window=4,
-                                        max_batch=2)
+                                        max_batch=2, grammar_mode="device")
     for p, schema, g in zip(prompts, schemas, gens):
         alone = default_model.generate(p, chat=True, max_tokens=32, window=4,
-                                       **({"json_schema": schema} if schema else {}))
+                                       **({"json_schema": schema, "grammar_mode": "device"} if schema else {}))
         assert g.text == alone.run(), p
         assert g.stats.grammar == ("device" if schema else None)
         if schema:
             jsonschema.validate(json.loads(g.text), schema)
     assert sum(g.stats.host_waits for g in gens) < sum(len(g.tokens) for g in gens)
     texts = default_model.generate("Pick a color as JSON.", chat=True, n=3, max_tokens=24, json_schema=small,
-                                   sampler="top-p", top_p=0.95, seed=3).run()
+                                   sampler="top-p", top_p=0.95, seed=3, grammar_mode="device").run()
     for t in texts:
         jsonschema.validate(json.loads(t), small)
     with pytest.raises(ValidationError, match="one value per prompt"):
