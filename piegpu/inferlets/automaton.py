@@ -27,7 +27,6 @@ from ..errors import ValidationError
 
 MAX_TABLE_BYTES = 32 << 20  # the device tables' budget: a grammar whose tables exceed it runs on the host
 MAX_STATES = 1 << 16
-DEVICE_KINDS = ("regex", "json_schema", "json_object")  # GBNF and Lark (recursive in general) stay on the host
 _MEMORY: dict = {}  # key -> TokenAutomaton, this process's builds
 
 
@@ -220,19 +219,6 @@ def tables(transitions: dict, start, finals, vocab: int, eos: int, eos_ids, neve
     return class_of, table, accepting, eos_class
 
 
-def request_regex(kind: str, value) -> str:
-    """The regex of a device-capable request (regex=, json_schema=, json_object=True); Unfit for other kinds."""
-    if kind not in DEVICE_KINDS:
-        raise Unfit(f"{kind}= grammars run on the host (llguidance); device automata take regex=, json_schema= "
-                    "or a JSON schema's tool call")
-    if kind == "regex":
-        return value
-    if kind == "json_object":
-        raise Unfit("json_object=True allows any nesting depth (not a regular language); give a json_schema")
-    from .schema_regex import schema_regex
-    return schema_regex(value)
-
-
 def vocabulary_key(pieces: list, eos_ids) -> str:
     """A content hash of a vocabulary's token bytes and EOS ids."""
     h = hashlib.sha256()
@@ -307,5 +293,5 @@ def _build(regex: str, pieces: list, eos_ids, key: str, budget: int) -> TokenAut
     return TokenAutomaton(class_of, table, accepting, eos_class, key, time.perf_counter() - t0)
 
 
-__all__ = ["TokenAutomaton", "Unfit", "build", "request_regex", "vocabulary_key", "tables",
-           "MAX_TABLE_BYTES", "DEVICE_KINDS"]
+__all__ = ["TokenAutomaton", "Unfit", "build", "vocabulary_key", "tables",
+           "MAX_TABLE_BYTES"]

@@ -31,8 +31,8 @@ class DeviceGrammar:
         from ..runtime.channel import Channel
         self.vocab = vocab
         self.table_size = table_size
-        self.class_of = Channel([vocab], dtype.i32).constant().named(f"{label}:class_of")
-        self.table = Channel([table_size], dtype.i32).constant().named(f"{label}:table")
+        self.class_of = Channel([vocab], dtype.i32, constant=True).named(f"{label}:class_of")
+        self.table = Channel([table_size], dtype.i32, constant=True).named(f"{label}:table")
         self.state = Channel([2], dtype.i32).named(f"{label}:state")
         self.loaded: str | None = None  # the key of the automaton the tables hold
 

@@ -16,6 +16,7 @@ import math
 
 from .automaton import Unfit, outlines_core
 
+DEVICE_KINDS = ("regex", "json_schema", "json_object")  # GBNF and Lark (recursive in general) stay on the host
 RECURSION_DEPTH = 3  # how deep outlines would unroll a recursive schema; such schemas run on the host
 ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", "$comment", "readOnly", "writeOnly",
                "deprecated", "$anchor"}
@@ -176,6 +177,18 @@ def ascii_classes(regex: str) -> str:
     return "".join(out)
 
 
+def request_regex(kind: str, value) -> str:
+    """The regex of a device-capable request (regex=, json_schema=, json_object=True); Unfit for other kinds."""
+    if kind not in DEVICE_KINDS:
+        raise Unfit(f"{kind}= grammars run on the host (llguidance); device automata take regex=, json_schema= "
+                    "or a JSON schema's tool call")
+    if kind == "regex":
+        return value
+    if kind == "json_object":
+        raise Unfit("json_object=True allows any nesting depth (not a regular language); give a json_schema")
+    return schema_regex(value)
+
+
 def schema_regex(schema) -> str:
     """The regex of a JSON schema for the device automaton (compact JSON, objects closed as llama.cpp reads them);
     Unfit where the schema is recursive or uses a keyword the construction would not honour."""
@@ -203,4 +216,5 @@ def schema_regex(schema) -> str:
     return regex
 
 
-__all__ = ["schema_regex", "int_range_regex", "number_range_regex", "ascii_classes", "RECURSION_DEPTH"]
+__all__ = ["request_regex", "DEVICE_KINDS", "schema_regex", "int_range_regex", "number_range_regex", "ascii_classes",
+           "RECURSION_DEPTH"]

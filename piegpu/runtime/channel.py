@@ -1,16 +1,13 @@
 """Typed channels: bounded FIFO rings of cells in a GPU storage buffer.
 
 The buffer layout is piegpu/kernel/channel_layout.py's. The ring is `capacity + HISTORY` cells: the extra cells keep
-the values of passes still in flight, so when decoding stops early the pipeline can
-rewind every channel to the state the host accepted by rewriting two header words.
-
-The host keeps an exact mirror of head/tail as they will be once every submitted
-pass has run (passes put and take fixed cell counts), so it checks capacity without
-reading anything back, and knows for every cell who produced it: a host put (value
-known) or a pass (value copied to a mappable staging buffer when the host may take it).
-The pipeline changes that mirror only through the methods of the "pipeline interface"
-section (commit, why_blocked, snapshot/rewind); nothing outside this module touches a
-channel's underscored fields.
+the values of passes still in flight, so when decoding stops early the pipeline can rewind every channel to the
+state the host accepted by rewriting two header words (a constant channel, read-only for passes, has no history).
+The host keeps an exact mirror of head/tail as they will be once every submitted pass has run (passes put and take
+fixed cell counts), so it checks capacity without reading anything back, and knows for every cell who produced it:
+a host put (value known) or a pass (value copied to a mappable staging buffer when the host may take it). The
+pipeline changes that mirror only through the methods of the "pipeline interface" section (commit, why_blocked,
+snapshot/rewind); nothing outside this module touches a channel's underscored fields.
 """
 
 from __future__ import annotations
@@ -35,7 +32,9 @@ from .window import HISTORY
 class Channel:
     """A typed bounded FIFO of cells (one shape and dtype) resident in a GPU buffer."""
 
-    def __init__(self, shape, dtype: DType):
+    def __init__(self, shape, dtype: DType, constant: bool = False):
+        """`constant`: read-only data for passes (tables an epilogue looks up): no rewind history; passes only read()
+        it; the host replaces it with clear() + put() (a queue write: passes in flight still read the old cell)."""
         if not hasattr(dtype, "code") or dtype == _dtypes.f16:
             raise ValidationError(f"Channel: dtype {dtype!r} is not supported for channels. Fix: use dtype.f32, "
                                   "dtype.i32, dtype.u32 or dtype.bool (cast f16 values to f32)")
@@ -54,7 +53,7 @@ class Channel:
         self._staging_pool: list = []
         self._used = False
         self._last_pass = 0  # id of the last pass that used the channel (see Pipeline._settle_one)
-        self._constant = False  # device-read-only data: one cell, no rewind history (see constant())
+        self.is_constant = bool(constant)  # passes may only read it
 
     # ---- configuration --------------------------------------------------------------------
     @classmethod
@@ -79,21 +78,6 @@ class Channel:
         self._capacity = n
         return self
 
-    def constant(self) -> "Channel":
-        """Make the channel read-only data for passes (before first use): its ring is its capacity with no rewind
-        history, passes may only read() it, the host replaces it with clear() + put() (a queue write, so passes in
-        flight still read the old cell); returns the channel. For large tables an epilogue looks up."""
-        if self._buffer is not None or self._used:
-            raise ChannelError(f"Channel{self._label()}.constant(): the channel is already in use. "
-                               "Fix: call it right after creating it")
-        self._constant = True
-        return self
-
-    @property
-    def is_constant(self) -> bool:
-        """Whether passes may only read the channel (constant())."""
-        return self._constant
-
     def named(self, name: str) -> "Channel":
         """Give the channel a name used in error messages; returns the channel."""
         self.name = str(name)
@@ -112,7 +96,7 @@ class Channel:
     @property
     def ring(self) -> int:
         """Cells in the device ring (capacity plus the rewind history)."""
-        return self._capacity + (0 if self._constant else HISTORY)
+        return self._capacity + (0 if self.is_constant else HISTORY)
 
     @property
     def count(self) -> int:

@@ -11,7 +11,7 @@ from ..eta import tracer
 def trace_take(ch, b, consume: bool):
     """The traced oldest cell of `ch` (chan_take, consumed when the pass commits; chan_read keeps it)."""
     if consume and ch.is_constant:
-        raise ValidationError(f"Channel{' ' + repr(ch.name) if ch.name else ''} is constant(): passes read() it. "
+        raise ValidationError(f"Channel{' ' + repr(ch.name) if ch.name else ''} is constant: passes read() it. "
                               "Fix: ch.read() instead of ch.take()")
     slot = b.slot(ch, ch.cell)
     if not consume:
@@ -24,7 +24,7 @@ def trace_take(ch, b, consume: bool):
 def trace_put(ch, b, value) -> None:
     """Record a put of `value` (a tensor of the channel's dtype and cell size) into `ch` (chan_put)."""
     if ch.is_constant:
-        raise ValidationError(f"Channel{' ' + repr(ch.name) if ch.name else ''} is constant(): passes only read() "
+        raise ValidationError(f"Channel{' ' + repr(ch.name) if ch.name else ''} is constant: passes only read() "
                               "it. Fix: put into another channel")
     v = tracer.to_tensor(value, None, "put") if not isinstance(value, tracer.Tensor) else value
     label = f" {ch.name!r}" if ch.name else ""

@@ -83,8 +83,9 @@ class RowSampler:
             self.extra["mask"] = Channel([rows, self.words], dtype.u32).named(f"{label}:grammar-mask")
         if key.table:  # device grammar automata (inferlets/automaton.py): tables per row, the state loop-carried
             self.extra["gstate"] = Channel([rows, 2], dtype.i32).named(f"{label}:grammar-state")
-            self.extra["class_of"] = Channel([rows, vocab], dtype.i32).constant().named(f"{label}:grammar-classes")
-            self.extra["table"] = Channel([rows, key.table], dtype.i32).constant().named(f"{label}:grammar-table")
+            const = lambda shape, what: Channel(shape, dtype.i32, constant=True).named(f"{label}:{what}")  # noqa: E731
+            self.extra["class_of"] = const([rows, vocab], "grammar-classes")
+            self.extra["table"] = const([rows, key.table], "grammar-table")
         self.dry = RowDry(rows, vocab, key.dry, label) if key.dry is not None else None
         self._mu_next = None  # traced: mu after this pass (carried())
         self._grammar = None  # traced: (state cell, classes, flat tables, row bases) of this pass

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ValidationError
-from ..inferlets.automaton import Unfit, build, request_regex
+from ..inferlets.automaton import Unfit, build
+from ..inferlets.schema_regex import request_regex
 from ..inferlets.device_grammar import DeviceGrammar, padded_size
 from ..inferlets.grammar_loop import CLOSE_LOOKAHEAD
 from ..runtime.loops import DecodeLoop, decode_loop
