@@ -66,11 +66,15 @@ def _finish(seqs: list, gens: list, t0: float, prefill_s: float = 0.0) -> list:
     return gens
 
 
+SHARED_LISTS = ("dry_sequence_breakers", "samplers")  # list-valued options (lists of lists too): never per prompt
+
+
 def _of_prompt(key: str, value, i: int, n: int):
     """Prompt i's value of a generate_batch option: a list holds one value per prompt (None: not set for that prompt;
-    for stop=, a list of lists -- a flat list of strings is the stop strings of every prompt)."""
-    per = isinstance(value, list) and (key != "stop" or (value and all(isinstance(v, (list, type(None)))
-                                                                           for v in value)))
+    for stop=, a list of lists: a flat list of strings is every prompt's stop strings; dry_sequence_breakers= and
+    samplers= are lists themselves, always shared)."""
+    per = isinstance(value, list) and key not in SHARED_LISTS and (
+        key != "stop" or (value and all(isinstance(v, (list, type(None))) for v in value)))
     if not per:
         return value
     if len(value) != n:
