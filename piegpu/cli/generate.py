@@ -257,8 +257,8 @@ def add_parser(sub) -> None:
     g.add_argument("--grammar", default=None, metavar="FILE", help="constrain the output to a GBNF or Lark grammar")
     g.add_argument("--regex", default=None, metavar="PATTERN", help="constrain the output to match PATTERN")
     g.add_argument("--grammar-mode", default="auto", choices=["auto", "device", "host"],
-                   help="where a constraint runs: the device automaton (regular grammars) or llguidance's host masks "
-                        "(auto: the device where it can)")
+                   help="where a constraint runs: the device automaton (regular grammars, run ahead) or llguidance's "
+                        "host masks (auto: llguidance for now, docs/grammar.md)")
     g.add_argument("--speculative", type=_int_at_least(1), default=None, metavar="K",
                    help="speculative decoding: up to K prompt-lookup drafts verified per pass (adaptive; greedy "
                         "output is plain greedy's, sampled output plain sampling's in distribution)")

@@ -24,6 +24,12 @@ def padded_size(entries: int) -> int:
     return n
 
 
+def on_rows(params, automaton: TokenAutomaton):
+    """A batch row's RowParams running `automaton` on the device (no host mask; its padded table size)."""
+    from dataclasses import replace
+    return replace(params, constrained=False, automaton=padded_size(automaton.table.size))
+
+
 class DeviceGrammar:
     """The channels of one decode loop's automaton: class_of, table (constant) and the [state, classes] cell."""
 
@@ -73,4 +79,4 @@ class DeviceGrammar:
         return token
 
 
-__all__ = ["DeviceGrammar", "padded_size"]
+__all__ = ["DeviceGrammar", "padded_size", "on_rows"]

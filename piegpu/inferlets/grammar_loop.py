@@ -17,6 +17,17 @@ from .grammar import Matcher
 
 CLOSE_LOOKAHEAD = 32  # in its last this-many tokens a generation checks it can still complete the grammar
 SPECULATE = 16  # next masks are computed ahead (during the device pass) when at most this many tokens are allowed
+def budget_close(shortest: int | None, left: int) -> str | None:
+    """Budget closing with `left` tokens to go and a shortest completion of `shortest` tokens (None: none within
+    `left`): "end" (complete now, and one more token could leave it open), "force" (the completion only just fits:
+    take it unsampled), or None (go on sampling; also outside the last CLOSE_LOOKAHEAD tokens)."""
+    if left > CLOSE_LOOKAHEAD or shortest is None:
+        return None
+    if shortest == 0:
+        return "end" if left == 1 else None
+    return "force" if shortest >= left - 2 else None
+
+
 @dataclass
 class GrammarStats:
     """Host time of one constrained generation."""
@@ -99,10 +110,11 @@ async def constrained_pieces(gen, sess):
             if not forced and left <= CLOSE_LOOKAHEAD:
                 # budget closing: when the shortest completion found barely fits, take it (unsampled)
                 path = m.completion(left)
-                if path == [] and left == 1:  # complete now, and one more token could leave it open
+                what = budget_close(None if path is None else len(path), left)
+                if what == "end":
                     gen.out.end("grammar complete")
                     return
-                if path is not None and len(path) >= left - 2:
+                if what == "force":
                     forced = path
                     st.closing += len(path)
             st.mask_s += time.perf_counter() - t0
@@ -160,4 +172,4 @@ async def constrained_pieces(gen, sess):
         sess.pending = pending
 
 
-__all__ = ["GrammarStats", "constrained_pieces"]
+__all__ = ["GrammarStats", "constrained_pieces", "budget_close"]

@@ -85,9 +85,8 @@ class Api:
         if self.constraints is not None and params[0].constrained:
             factory, automaton = self.constraints.factory(req)
         if automaton is not None:  # the grammar runs in the epilogue: the rows take no host mask
-            from dataclasses import replace
-            from ..inferlets.device_grammar import padded_size
-            params = [replace(p, constrained=False, automaton=padded_size(automaton.table.size)) for p in params]
+            from ..inferlets.device_grammar import on_rows
+            params = [on_rows(p, automaton) for p in params]
         return Job(list(prompt_ids), params, max_tokens, req.stops(), emit, factory,
                    frozenset(self.model.config.eos_token_ids), adapter=self.lora.for_request(req),
                    automaton=automaton)

@@ -46,9 +46,8 @@ def _join(batch: Batch, g: Generation, session=None, logprobs: bool = False):
         params = RowParams.of(g.sampler, g.seed, logprobs, constrained=constraint is not None)
     automaton = g.grammar.automaton if device else None
     if device:
-        from dataclasses import replace
-        from ..inferlets.device_grammar import padded_size
-        params = replace(params, automaton=padded_size(automaton.table.size))
+        from ..inferlets.device_grammar import on_rows
+        params = on_rows(params, automaton)
     # penalties count the prompt, as generate() does
     return admit(batch, g.out, g.prompt_ids, params, session=session, constraint=constraint, adapter=g.lora,
                  automaton=automaton)
@@ -96,11 +95,9 @@ async def agenerate_batch(model, prompts, max_tokens: int = 128, sampler="greedy
     shared = dict(options, max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop)
     for i, p in enumerate(prompts):
         try:
+            # None: not set for this prompt (Generation's default)
             mine = {k: _of_prompt(k, v, i, len(prompts)) for k, v in shared.items()}
-            mine = {k: v for k, v in mine.items() if v is not None or k in ("stop",)}
-            mine.setdefault("max_tokens", 128)
-            mine.setdefault("temperature", 1.0)
-            mine.setdefault("seed", 0)
+            mine = {k: v for k, v in mine.items() if v is not None}
             gens.append(Generation(model, p, sampler=sampler, chat=chat,
                                    adapter=None if adapters is None else adapters[i], **mine))
         except ValidationError as e:

@@ -18,7 +18,7 @@ from ..errors import ValidationError
 from ..inferlets.automaton import Unfit, build
 from ..inferlets.schema_regex import request_regex
 from ..inferlets.device_grammar import DeviceGrammar, padded_size
-from ..inferlets.grammar_loop import CLOSE_LOOKAHEAD
+from ..inferlets.grammar_loop import budget_close
 from ..runtime.loops import DecodeLoop, decode_loop
 from ..samplers import SamplerStates, SeqContext
 
@@ -34,7 +34,6 @@ class GrammarPlan:
     mode: str  # "device" or "host"
     reason: str
     automaton: object = None  # the TokenAutomaton on the device path
-    required: bool = False  # grammar_mode="device" asked for it
 
 
 def _pieces(model) -> tuple:
@@ -69,12 +68,10 @@ def plan(model, request: dict, mode: str, constraint) -> GrammarPlan | None:
         pieces, key = _pieces(model)
         automaton = build(regex, pieces, model.config.eos_token_ids, key)
     except Unfit as e:
-        if mode == "device":
-            raise ValidationError(f"grammar_mode='device': {e}. Fix: grammar_mode='auto' (or 'host') runs it on "
-                                  "the host with llguidance") from None
-        return GrammarPlan("host", str(e))
+        raise ValidationError(f"grammar_mode='device': {e}. Fix: grammar_mode='auto' (or 'host') runs it on the "
+                              "host with llguidance") from None
     return GrammarPlan("device", f"regular grammar: {automaton.states} states, {automaton.classes} token classes, "
-                                 f"{automaton.nbytes / 2**20:.2f} MiB of tables", automaton, mode == "device")
+                                 f"{automaton.nbytes / 2**20:.2f} MiB of tables", automaton)
 
 
 @dataclass
@@ -92,14 +89,9 @@ def _sampling(sess, sampler, vocab: int, table_size: int) -> _Sampling:
 
 
 def closing(automaton, state: int, left: int) -> str | None:
-    """What budget closing does with `left` tokens to go in `state`: "end" (complete, one more token could reopen
-    it), "force" (the shortest completion only just fits: take it unsampled), or None (go on sampling)."""
-    if left > CLOSE_LOOKAHEAD:
-        return None
+    """grammar_loop.budget_close with `left` tokens to go in `state`, from the automaton's exact shortest completion."""
     d = int(automaton.distance[state])
-    if d == 0 and left == 1:
-        return "end"
-    return "force" if 0 < d <= left and d >= left - 2 else None
+    return budget_close(d if d <= left else None, left)
 
 
 async def device_pieces(gen, sess):
