@@ -68,7 +68,7 @@ def load_checkpoint(
     if verify:
         verify_manifest(model_dir)
     config = LlamaConfig.from_file(model_dir / "config.json")
-    locations = _tensor_locations(model_dir)
+    locations = tensor_locations(model_dir)
     _check_names(model_dir, config, locations)
 
     tensors: dict[str, np.ndarray] = {}
@@ -86,10 +86,10 @@ def load_checkpoint(
 
 def tensor_entries(model_dir: str | Path) -> list[st.TensorEntry]:
     """The header entry (name, dtype, shape) of every tensor of a checkpoint directory, no data read."""
-    return [entry for _, entry in _tensor_locations(Path(model_dir)).values()]
+    return [entry for _, entry in tensor_locations(Path(model_dir)).values()]
 
 
-def _tensor_locations(model_dir: Path) -> dict[str, tuple[Path, st.TensorEntry]]:
+def tensor_locations(model_dir: Path) -> dict[str, tuple[Path, st.TensorEntry]]:
     """Map every tensor name to (file, header entry), via the shard index if there is one."""
     index_path = model_dir / INDEX_NAME
     if index_path.exists():
