@@ -28,7 +28,7 @@ ARCHITECTURES = {
 }
 ENCODER_TYPES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta"}  # model_type -> family
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
-POOLINGS = ("mean", "cls", "last", "max")  # what embed(pooling=...) and 1_Pooling/config.json may name
+POOLINGS = ("mean", "cls", "last", "max", "mean_sqrt_len", "weightedmean")  # what embed(pooling=...) and 1_Pooling/config.json may name
 
 
 @dataclass(frozen=True)
@@ -172,13 +172,21 @@ def sentence_transformers_config(path: Path) -> tuple:
     return pooling, (int(max_len) if max_len else None)
 
 
+ST_MODES = {"mean": "mean", "cls": "cls", "lasttoken": "last", "max": "max",
+            "mean_sqrt_len_tokens": "mean_sqrt_len", "weightedmean": "weightedmean"}  # sentence-transformers' names
+
+
 def _pooling(cfg: dict, where: Path) -> Pooling:
-    """The mode of a 1_Pooling/config.json (exactly one of its pooling_mode_* set)."""
-    names = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last",
-             "pooling_mode_max_tokens": "max"}
-    on = [mode for key, mode in names.items() if cfg.get(key)]
-    others = [k for k in ("pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens") if cfg.get(k)]
-    if others or len(on) != 1:
-        raise ModelError(f"{where / 'config.json'}: pooling {on + others} is not one mode piegpu runs "
-                         f"({', '.join(POOLINGS)})")
-    return Pooling(on[0], False, bool(cfg.get("include_prompt", True)))
+    """The mode of a 1_Pooling/config.json: `pooling_mode` (sentence-transformers 5+), or exactly one of the older
+    pooling_mode_* flags."""
+    mode = cfg.get("pooling_mode")
+    if mode is None:
+        on = [m for m in ST_MODES if cfg.get(f"pooling_mode_{m}_tokens") or cfg.get(f"pooling_mode_{m}_token")
+              or cfg.get(f"pooling_mode_{m}")]
+        mode = on[0] if len(on) == 1 else on
+    if isinstance(mode, list) and len(mode) == 1:
+        mode = mode[0]
+    if not isinstance(mode, str) or mode not in ST_MODES:
+        raise ModelError(f"{where / 'config.json'}: pooling {mode!r} is not one mode piegpu runs "
+                         f"({', '.join(ST_MODES)}; several concatenated are not supported)")
+    return Pooling(ST_MODES[mode], False, bool(cfg.get("include_prompt", True)))

@@ -69,9 +69,10 @@ class EncoderScratch:
 class GpuEncoder:
     """An encoder's weights on the device and its passes (pooled vectors or reranker scores of a batch)."""
 
-    def __init__(self, weights: EncoderWeights, device=None, dtype: str = "f16",
+    def __init__(self, weights: EncoderWeights, device=None, dtype: str | None = None,
                  max_pass_tokens: int = DEFAULT_PASS_TOKENS):
         from ..runtime.device import get_device
+        dtype = dtype or weights.stored  # the checkpoint's precision (as the decoder's HF path keeps it)
         if dtype not in WEIGHT_DTYPES:
             raise ValidationError(f"encoder weights dtype {dtype!r}: one of {', '.join(WEIGHT_DTYPES)}")
         self.dev = device or get_device()

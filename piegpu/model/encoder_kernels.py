@@ -19,7 +19,7 @@ ACTS = {"none": "return v;", "gelu": "return 0.5 * v * (1.0 + erf_f32(v * 0.7071
         "gelu_tanh": "return 0.5 * v * (1.0 + tanh(clamp(0.7978845608028654 * (v + 0.044715 * v * v * v), "
                      "-15.0, 15.0)));",
         "relu": "return max(v, 0.0);", "tanh": "return tanh(clamp(v, -15.0, 15.0));"}
-POOL_MODES = {"mean": 0, "cls": 1, "last": 2, "max": 3}
+POOL_MODES = {"mean": 0, "cls": 1, "last": 2, "max": 3, "mean_sqrt_len": 4, "weightedmean": 5}
 
 
 class EncoderKernels(Kernels):

@@ -55,10 +55,12 @@ def encode(w: EncoderWeights, ids, types=None) -> np.ndarray:
 
 
 def pool(rows: np.ndarray, mode: str, normalize: bool = False, dimensions: int | None = None) -> np.ndarray:
-    """One vector of a text's rows: mean, cls (the first), last or max; truncated to `dimensions`, then
+    """One vector of a text's rows: mean, cls (the first), last, max, mean_sqrt_len or weightedmean; truncated to `dimensions`, then
     L2-normalized where asked (Matryoshka: truncate first)."""
     v = {"mean": lambda: rows.mean(0), "cls": lambda: rows[0], "last": lambda: rows[-1],
-         "max": lambda: rows.max(0)}[mode]()
+         "max": lambda: rows.max(0), "mean_sqrt_len": lambda: rows.sum(0) / np.sqrt(len(rows)),
+         "weightedmean": lambda: (np.arange(1, len(rows) + 1)[:, None] * rows).sum(0) / (len(rows) * (len(rows) + 1) / 2)
+         }[mode]()
     if dimensions:
         v = v[:dimensions]
     return v / max(float(np.linalg.norm(v)), 1e-12) if normalize else v

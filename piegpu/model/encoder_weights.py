@@ -48,6 +48,7 @@ class EncoderWeights:
     emb_ln: tuple
     layers: list
     head: tuple | None = None
+    stored: str = "f32"  # "f16" where the checkpoint keeps every matrix in 2 bytes (F16 / BF16), else "f32"
 
 
 class _Tensors:
@@ -105,8 +106,10 @@ def read_encoder(path: str | Path, config: EncoderConfig) -> EncoderWeights:
     elif c.head == "roberta":
         head = (t.get("classifier.dense.weight", (H, H), own=True), t.get("classifier.dense.bias", (H,), own=True),
                 t.get("classifier.out_proj.weight", (L, H), own=True), t.get("classifier.out_proj.bias", (L,), own=True))
+    matrices = [e for _, e in t.where.values() if len(e.shape) == 2]
+    stored = "f16" if matrices and all(e.dtype in ("F16", "BF16") for e in matrices) else "f32"
     return EncoderWeights(
         c, t.get("embeddings.word_embeddings.weight", (c.vocab_size, H)),
         t.get("embeddings.position_embeddings.weight", (c.max_position_embeddings, H)),
         t.get("embeddings.token_type_embeddings.weight", (c.type_vocab_size, H)),
-        ln("embeddings.LayerNorm"), layers, head)
+        ln("embeddings.LayerNorm"), layers, head, stored)

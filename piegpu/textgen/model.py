@@ -7,6 +7,7 @@ epilogues); piegpu.model.loading reads and uploads what it wraps.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
 from ..model.config import LlamaConfig
@@ -14,6 +15,9 @@ from ..model.kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS
 from ..model.loading import load_parts
 from ..model.tokenizer import chat_prompt
 from ..runtime.device import MODEL_CLOSED, device_lock
+
+if TYPE_CHECKING:
+    from .encoder_model import EncoderModel
 
 SESSION_ROUND = 256  # the shared session's working set grows in steps of this many tokens
 
@@ -266,8 +270,10 @@ class Model:
 
 def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: float | None = None,
                page_tokens: int = PAGE_TOKENS, kv_dtype: str = DEFAULT_KV_DTYPE, context: int | None = None,
-               max_loras: int | None = None) -> Model:
+               max_loras: int | None = None) -> "Model | EncoderModel":
     """Load the default model (None), a GGUF file, a directory with config.json + safetensors, or a model by name.
+
+    A directory holding an encoder (BERT, RoBERTa, XLM-R, their rerankers) gives an EncoderModel (embed, rerank).
 
     Names: a Hugging Face repo id "org/repo[:QUANT][@REVISION]" ("hf:" optional; downloaded into huggingface_hub's
     cache if it is not there; without :QUANT, Q4_K_M, else the smallest Q4-Q8 file), "ollama:NAME[:TAG]" (Ollama's
@@ -284,7 +290,18 @@ def load_model(name_or_path=None, *, verbose: bool = True, device=None, kv_mb: f
     if max_loras is not None and (isinstance(max_loras, bool) or not isinstance(max_loras, int) or max_loras < 1):
         raise ValidationError(f"load_model(max_loras={max_loras!r}): the most LoRA adapters on the device at once, "
                               "an int >= 1")
+    if name_or_path is not None and _is_encoder(name_or_path):  # BERT / RoBERTa / XLM-R: embed() and rerank()
+        from .encoder_model import load_encoder
+        return load_encoder(name_or_path, verbose=verbose, device=device)
     p = load_parts(name_or_path, verbose=verbose, device=device, kv_mb=kv_mb, page_tokens=page_tokens,
                    kv_dtype=kv_dtype, context=context)
     p.gpu.lora_slots = max_loras
     return Model(p.config, p.tokenizer, p.gpu, p.source, p.chat_template, p.info)
+
+
+def _is_encoder(name_or_path) -> bool:
+    """Whether `name_or_path` is a local directory holding an encoder checkpoint (model/encoder_config.py)."""
+    from pathlib import Path
+    from ..model.encoder_config import is_encoder_dir
+    path = Path(str(name_or_path)).expanduser()
+    return path.is_dir() and is_encoder_dir(path)
