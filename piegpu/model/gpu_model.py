@@ -391,24 +391,52 @@ class GpuModel:
             ws.binds.clear()
             ws.plans.clear()
 
-    def _forward_chunk(self, ws: WorkingSet, ids: list, readout) -> np.ndarray:
+    def hidden_rows(self, ids, last_only: bool = False) -> np.ndarray:
+        """The final-normed hidden rows [len(ids), hidden] of one prefill from an empty state (the last row alone
+        with `last_only`): what a decoder embedding pools (textgen/decoder_embed.py)."""
+        if self.closed:
+            raise ValidationError(MODEL_CLOSED)
+        ids = [int(i) for i in np.asarray(ids).reshape(-1)]
+        if not ids or len(ids) > self.context:
+            raise ValidationError(f"embed: {len(ids)} tokens; this model takes 1 to {self.context} "
+                                  "(load_model(context=...))")
+        ws = self.working_set(len(ids))
+        try:
+            out = []
+            for t in range(0, len(ids), MAX_PREFILL_TOKENS):
+                chunk = ids[t: t + MAX_PREFILL_TOKENS]
+                if last_only and t + MAX_PREFILL_TOKENS < len(ids):
+                    self._forward_chunk(ws, chunk, None)
+                    continue
+                out.append(self._forward_chunk(ws, chunk, (len(chunk) - 1, 1) if last_only else (0, len(chunk)),
+                                               hidden=True))
+            return np.concatenate(out)
+        finally:
+            self._working_sets.discard(ws)
+            ws.release()
+            ws.binds.clear()
+            ws.plans.clear()
+
+    def _forward_chunk(self, ws: WorkingSet, ids: list, readout, hidden: bool = False) -> np.ndarray:
+        """Logits [rows, vocab] of the readout rows of one pass (`hidden`: their final-normed hidden rows)."""
         import wgpu
         T = len(ids)
         ws.reserve(ws.length + T)
         tok = self.token_buffer(ids)
         enc = self.device.create_command_encoder()
         cpass = enc.begin_compute_pass()
-        logits, _ = self.encode(cpass, ws, T, tok, readout)
+        logits, _ = self.encode(cpass, ws, T, tok, readout, hidden)
         self.encode_advance(cpass, ws, T)
         cpass.end()
         rows = readout[1] if readout else 1
-        nbytes = rows * self.config.vocab_size * 4
+        width = self.config.hidden_size if hidden else self.config.vocab_size
+        nbytes = rows * width * 4
         rb = self.device.create_buffer(size=nbytes, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
-        enc.copy_buffer_to_buffer(logits, 0, rb, 0, nbytes)
+        enc.copy_buffer_to_buffer(self.readout_buffer("hidden", logits) if hidden else logits, 0, rb, 0, nbytes)
         self.device.queue.submit([enc.finish()])
         ws.length += T
         rb.map_sync(wgpu.MapMode.READ)
-        out = np.frombuffer(rb.read_mapped(), np.float32).reshape(rows, self.config.vocab_size).copy()
+        out = np.frombuffer(rb.read_mapped(), np.float32).reshape(rows, width).copy()
         rb.unmap()
         rb.destroy()
         return out

@@ -41,6 +41,7 @@ class Model:
         self.chat_template = chat_template
         self._default_pipeline = None
         self._shared_session = None
+        self._embed_pooling = None  # (the pooling its files configure, or None): read by the first embed()
         self._make_lock = threading.RLock()  # the default pipeline and shared session are made once
         from .adapters import Adapters
         self._adapters = Adapters(self)  # LoRA adapters by name (textgen/adapters.py)
@@ -190,6 +191,14 @@ class Model:
         use = self._adapters.use(adapter, adapter_scale)
         with device_lock(self.gpu.device):
             return self.gpu.logits_all(ids, use)
+
+    def embed(self, texts, normalize: bool = True, dimensions: int | None = None, *, pooling: str | None = None,
+              truncate: bool = False) -> "np.ndarray":
+        """Embeddings [len(texts), hidden] (float32) from the final-normed hidden rows: pooling "last" / "mean" /
+        "cls" / "max" (default: what the model's sentence-transformers files or GGUF pooling_type say; a chat
+        model configures none and needs pooling=); `dimensions` keeps the leading ones before `normalize`."""
+        from .decoder_embed import embed_decoder
+        return embed_decoder(self, texts, normalize, dimensions, pooling, truncate)
 
     def chat_prompt(self, messages, add_generation_prompt: bool = True, tools: list | None = None) -> str:
         """The model's chat template applied to a user string or a list of {role, content} messages

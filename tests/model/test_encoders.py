@@ -142,3 +142,31 @@ def test_rerank_matches_the_cross_encoder(gpu, tmp_path, arch):
         cut = m.rerank(QUERY, [long], truncate=True)[0]
         ref_cut = oracle.predict([(QUERY, long)], activation_fn=torch.nn.Identity())[0]
         assert abs(cut - ref_cut) < 1e-4
+
+
+def test_a_decoder_embeds_by_last_token_and_mean_as_transformers_does(gpu):
+    from transformers import LlamaConfig as HFLlamaConfig, LlamaModel
+    from tests.helpers import random_tensors, tiny_config, tiny_model
+    cfg = tiny_config(layers=2, vocab=300, max_pos=512)
+    model, _ = tiny_model(cfg, seed=3)
+    hf = LlamaModel(HFLlamaConfig(vocab_size=300, hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+                                  num_hidden_layers=2, num_attention_heads=cfg.num_attention_heads,
+                                  num_key_value_heads=cfg.num_key_value_heads, rms_norm_eps=cfg.rms_norm_eps,
+                                  rope_theta=10000.0, max_position_embeddings=512, tie_word_embeddings=True)).eval()
+    state = {k.removeprefix("model."): torch.from_numpy(v) for k, v in random_tensors(cfg, 3).items()
+             if k.startswith("model.")}
+    hf.load_state_dict(state, strict=True)
+    ids = [[5, 17, 42, 7, 99, 3], list(range(10, 300, 1))]  # the second: two prefill passes (256 + 34 tokens)
+    try:
+        for mode in ("last", "mean"):
+            got = model.embed(ids, normalize=False, pooling=mode)
+            for row, x in zip(got, ids):
+                with torch.no_grad():
+                    h = hf(torch.tensor([x])).last_hidden_state[0].numpy()
+                want = h[-1] if mode == "last" else h.mean(0)
+                assert 1 - float(row @ want / np.linalg.norm(row) / np.linalg.norm(want)) < 1e-5
+                np.testing.assert_allclose(row, want, atol=2e-4 * np.abs(want).max())
+        with pytest.raises(ValidationError, match="no pooling configured.*Fix: pass embed\\(..., pooling=\"last\"\\)"):
+            model.embed(ids)
+    finally:
+        model.close()
