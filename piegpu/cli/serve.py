@@ -107,7 +107,8 @@ def _cmd_serve(args) -> int:
                  max_queue=args.max_queue,
                  api_key=args.api_key, ctx=args.ctx, model_id=args.model_id or model_id(model, args.model),
                  cache_mb=args.cache_mb, grace_s=args.grace, window=args.window, max_body=args.max_body,
-                 log_level="info" if args.verbose else "warning", max_pass_tokens=args.max_pass_tokens)
+                 log_level="info" if args.verbose else "warning", max_pass_tokens=args.max_pass_tokens,
+                 pooling=args.pooling)
 
 
 def add_parser(sub) -> None:
@@ -143,6 +144,10 @@ def add_parser(sub) -> None:
                    help="a LoRA adapter (PEFT folder or GGUF LoRA) served as model id NAME; repeatable")
     s.add_argument("--max-loras", type=int_at_least(1), default=None, metavar="N",
                    help="LoRA adapters resident on the device at once (8); more are swapped in, least recent first")
+    s.add_argument("--pooling", choices=["mean", "last", "cls", "max"], default=None,
+                   help="how /v1/embeddings pools a decoder's hidden rows (default: the model's sentence-transformers "
+                        "or GGUF pooling config; a chat model has none). An encoder directory (-m BERT_DIR) is served "
+                        "for embeddings / reranking alone, pooled as its own config says")
     s.add_argument("--verbose", action="store_true", help="log every request")
     r = s.add_argument_group("scale-out on Ray Serve (pip install 'piegpu[ray]')")
     r.add_argument("--ray", action="store_true", help="serve from Ray Serve replicas, one engine each")

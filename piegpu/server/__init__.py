@@ -32,20 +32,30 @@ def served_model_id(model, path: str | None) -> str:
 def serve(model, host: str = "127.0.0.1", port: int = 8000, max_batch: int = 16, max_queue: int = 64,
           api_key: str | None = None, ctx: int | None = None, model_id: str | None = None,
           cache_mb: float = 512.0, grace_s: float = 5.0, max_body: int = 4 << 20, log_level: str = "warning",
-          window: int | None = None, max_pass_tokens: int | None = None, loras: list | None = None) -> int:
+          window: int | None = None, max_pass_tokens: int | None = None, loras: list | None = None,
+          pooling: str | None = None) -> int:
     """Serve `model` until SIGINT/SIGTERM: streams in flight get grace_s seconds to finish, then are cancelled.
 
     `loras`: [(name, path)] LoRA adapters loaded first, each served as a model id (piegpu serve --lora NAME=PATH).
+    An EncoderModel is served alone (embeddings and reranking, server/embeddings.py); a decoder's /v1/embeddings
+    pool by `pooling` (default: the model's own configuration).
     """
     import uvicorn
+    name = model_id or "default"
+    if not hasattr(model, "generate"):  # an encoder: no generation engine
+        from .embeddings import build_embedding_app
+        app = build_embedding_app(model, name, api_key=api_key)
+        print(f"piegpu: serving {name} ({model.info.get('kind')}) on http://{host}:{port}/v1", file=sys.stderr,
+              flush=True)
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off")).run()
+        return 0
     for lname, path in loras or []:
         model.load_adapter(path, name=lname)
 
     from .grammar import Constraints
     engine = Engine(model, max_batch=max_batch, max_queue=max_queue, ctx=ctx, cache_mb=cache_mb, window=window,
                     max_pass_tokens=max_pass_tokens)
-    name = model_id or "default"
-    app = build_app(engine, name, api_key=api_key, max_body=max_body, constraints=Constraints(model))
+    app = build_app(engine, name, api_key=api_key, max_body=max_body, constraints=Constraints(model), pooling=pooling)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=grace_s + 2,
                             lifespan="off")
 

@@ -293,7 +293,7 @@ async def _respond(api: Api, request: Request, req, shape: _Chat, prompts: list,
 
 
 def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_body: int = 4 << 20,
-              constraints=None) -> FastAPI:
+              constraints=None, pooling: str | None = None) -> FastAPI:
     """The FastAPI app serving `engine` as `model_id` (see piegpu/server/__init__.py for the whole server)."""
     app = FastAPI(title="piegpu", description="OpenAI-compatible API of piegpu", version="1")
     api = Api(engine, model_id, constraints)
@@ -397,6 +397,8 @@ def build_app(engine: Engine, model_id: str, api_key: str | None = None, max_bod
     lc = register_llamacpp(app, api, api_key)  # llama.cpp's /completion, /tokenize, /props, /metrics...
     register_lora(app, api.lora, lc.check_key)  # /lora-adapters, /v1/load_lora_adapter (server/lora_routes.py)
     register_page(app, api, api_key)  # the chat page at / (server/page.py)
+    from .embeddings import EmbeddingRoutes  # /v1/embeddings etc. from the served decoder (its --pooling)
+    EmbeddingRoutes(api.model, model_id, api_key, pooling).register(app)
 
     def openapi() -> dict:
         """FastAPI's schema, with `model` naming the one model served (clients and fuzzers see the valid value)."""

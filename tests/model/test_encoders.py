@@ -17,7 +17,7 @@ st = pytest.importorskip("sentence_transformers", reason="sentence-transformers 
                          "installed: pip install -e .[test]")
 torch = pytest.importorskip("torch", reason="torch (the embedding oracle's backend) is not installed")
 
-from tests.fixtures.encoders import make_embedder, make_reranker  # noqa: E402
+from tests.fixtures.encoders import make_embedder, make_reranker, st_modules  # noqa: E402
 
 TEXTS = ["the cat sat on the mat", "paris is the capital of france", "a", "blue sky, rain and a river in the city",
          "what is a gpu model? it is one that runs on the gpu, not the cpu, and it is fast"]
@@ -43,8 +43,9 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("mode", ["mean", "cls", "lasttoken", "max", "mean_sqrt_len_tokens", "weightedmean"])
 def test_every_pooling_matches_sentence_transformers(embedder, embedder_dir, mode):
-    oracle = st.SentenceTransformer(modules=[st.models.Transformer(str(embedder_dir / "_hf")),
-                                             st.models.Pooling(embedder.dimensions, pooling_mode=mode)], device="cpu")
+    mods = st_modules()
+    oracle = st.SentenceTransformer(modules=[mods.Transformer(str(embedder_dir / "_hf")),
+                                             mods.Pooling(embedder.dimensions, pooling_mode=mode)], device="cpu")
     want = oracle.encode(TEXTS, convert_to_numpy=True)
     ours = {"lasttoken": "last", "mean_sqrt_len_tokens": "mean_sqrt_len"}.get(mode, mode)
     got = embedder.embed(TEXTS, normalize=False, pooling=ours)
