@@ -19,11 +19,11 @@ from ..runtime.dispatch import Recorder, UniformParams, replay
 from .encoder_config import EncoderConfig
 from .encoder_kernels import EncoderKernels, encoder_pass
 from .encoder_weights import EncoderWeights
-from .gpu_weights import GpuMatrix, pack_dense, upload
+from .gpu_weights import GpuMatrix, pack_dense, pack_ggml, upload
 from .shaders import ShaderLibrary
 
 DEFAULT_PASS_TOKENS = 2048  # tokens of one pass (the texts of a batch beyond it take more passes)
-WEIGHT_DTYPES = ("f16", "f32")
+WEIGHT_DTYPES = ("f32", "f16", "q8_0")  # q8_0: quantized at load (llama.cpp's blocks), textures on lavapipe
 
 
 @dataclass
@@ -40,6 +40,16 @@ class EncoderLayerGpu:
     down: GpuMatrix
     down_b: object
     ln2: tuple
+
+
+def _pack(m: np.ndarray, dtype: str, label: str):
+    """A float matrix as f32 / f16 rows, or quantized to Q8_0 blocks (gguf's quantizer: llama.cpp's values)."""
+    if dtype != "q8_0":
+        return pack_dense(m, dtype, label)
+    import gguf
+    from gguf.quants import quantize
+    blocks = quantize(np.ascontiguousarray(m, np.float32), gguf.GGMLQuantizationType.Q8_0)
+    return pack_ggml("Q8_0", blocks.reshape(m.shape[0], -1), m.shape[1], label)
 
 
 class EncoderScratch:
@@ -88,7 +98,10 @@ class GpuEncoder:
         self.max_pass_tokens = max(int(max_pass_tokens), c.max_tokens)
         self.dtype = dtype
         self._zero_vecs: dict = {}
-        up = lambda m, label: upload(self.device, pack_dense(m, dtype, label), self.max_binding, label)  # noqa: E731
+        textures = self.dev.texture_weights
+
+        def up(m, label):
+            return upload(self.device, _pack(m, dtype, label), self.max_binding, label, textures)
         self.word = up(weights.word, "word_embeddings")
         self.positions, self.types = self._vec(weights.positions, "positions"), self._vec(weights.types, "types")
         self.emb_ln = tuple(self._vec(v, "emb_ln") for v in weights.emb_ln)

@@ -171,3 +171,12 @@ def test_a_decoder_embeds_by_last_token_and_mean_as_transformers_does(gpu):
             model.embed(ids)
     finally:
         model.close()
+
+
+def test_q8_0_weights_stay_close_to_the_checkpoint(gpu, embedder_dir, embedder):
+    from piegpu.textgen.encoder_model import load_encoder
+    with load_encoder(embedder_dir, verbose=False, dtype="q8_0") as q:
+        assert q.info["dtype"] == "q8_0"
+        assert np.all((q.embed(TEXTS) * embedder.embed(TEXTS)).sum(1) > 0.999)
+    with pytest.raises(ValidationError, match="dtype 'q4'"):
+        load_encoder(embedder_dir, verbose=False, dtype="q4")
