@@ -103,6 +103,19 @@ def all_shader_files() -> set:
     return out
 
 
+def encoder_specs(model_capture) -> list:
+    """The encoder's kernels (model/encoder_kernels.py) at BERT-base's dimensions: LayerNorm (plain and with the
+    embeddings), attention, pooling, and the captured matmuls with the bias epilogue (every activation)."""
+    from piegpu.model.encoder_kernels import ACTS
+    out = [("layernorm", {"H4": 192, "EPS": 1e-12}, {"ROW_VALUE": row}) for row in ("blocks/ln_plain", "blocks/ln_embed")]
+    out += [("encoder_attention", {"HEADS": 12, "HD4": 16, "H4": 192, "SCALE": 0.125, "WG": wg}, {}) for wg in (16, 64)]
+    out += [("encoder_pool", {"H4": 192, "MODE": mode}, {}) for mode in range(6)]
+    matmul = next((p, sn) for n, p, sn in model_capture.specs if n == "matmul" and sn.get("EPILOGUE") == "epilogues/store")
+    out += [("matmul", {**matmul[0], "ADD": add, "ACT": act}, {**matmul[1], "EPILOGUE": "epilogues/bias"})
+            for act in ACTS.values() for add in (False, True)]
+    return out
+
+
 def label(name: str, params: dict, snippets: dict) -> str:
     shown = ",".join(f"{k}={v}" for k, v in sorted(params.items()) if len(str(v)) <= 24)
     return f"{name}[{','.join(sorted(snippets.values()))}]({shown})"
@@ -112,7 +125,8 @@ def label(name: str, params: dict, snippets: dict) -> str:
 def specialisations(model_capture) -> list:
     """[(label, name, params, snippets, source)] of every shader specialisation to compile."""
     out = []
-    for name, params, snippets in with_every_snippet(model_capture.specs) + extra(model_capture.config):
+    for name, params, snippets in with_every_snippet(model_capture.specs) + extra(model_capture.config) + \
+            encoder_specs(model_capture):
         snippets = {slot: NATIVE_ONLY.get(sn, sn) for slot, sn in snippets.items()}
         src = standard_wgsl(compose(name, params, snippets))  # Tint wants `enable subgroups;`, naga refuses it
         out.append((label(name, params, snippets), name, params, snippets, src))
