@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -20,6 +22,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def post(server, path: str, body) -> tuple:
+    """(HTTP status, JSON reply) of POSTing `body` as JSON to `server` (anything with .base), errors included."""
+    req = urllib.request.Request(server.base + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def get(server, path: str):
+    """The JSON reply of GET `path` on `server`."""
+    with urllib.request.urlopen(server.base + path, timeout=30) as r:
+        return json.loads(r.read())
 
 
 class ServerProcess:

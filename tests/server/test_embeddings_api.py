@@ -5,15 +5,12 @@ requests coalesced into fewer embed calls, and clear 400s; a decoder server's /v
 from __future__ import annotations
 
 import base64
-import json
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from tests.server.conftest import ServerProcess
+from tests.server.conftest import ServerProcess, get, post
 
 st = pytest.importorskip("sentence_transformers", reason="sentence-transformers (the embedding oracle) is not "
                          "installed: pip install -e .[test]")
@@ -25,16 +22,6 @@ from tests.fixtures.encoders import make_embedder, make_reranker  # noqa: E402
 TEXTS = ["the cat sat on the mat", "paris is the capital of france", "blue sky and rain"]
 QUERY = "what is the capital of france"
 DOCS = ["the dog sat in the rain", "paris is the capital of france", "blue sky", "france has a capital city"]
-
-
-def _post(base: str, path: str, body: dict) -> tuple:
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +59,11 @@ def test_openai_client_embeddings_float_base64_and_dimensions(embed_server, embe
 
 
 def test_llamacpp_embedding_and_concurrent_requests_coalesce(embed_server):
-    status, body = _post(embed_server.base, "/embedding", {"content": TEXTS[0]})
+    status, body = post(embed_server, "/embedding", {"content": TEXTS[0]})
     assert status == 200 and len(body) == 1 and len(body[0]["embedding"][0]) == 64
-    status, raw = _post(embed_server.base, "/embedding", {"content": TEXTS[0], "embd_normalize": -1})
+    status, raw = post(embed_server, "/embedding", {"content": TEXTS[0], "embd_normalize": -1})
     assert status == 200 and abs(np.linalg.norm(raw[0]["embedding"][0]) - 1) > 1e-3  # not normalized
-    _, before = _get(embed_server.base + "/health")
+    before = get(embed_server, "/health")
     client = embed_server.client()
     one = np.array(client.embeddings.create(model="tiny-embed", input=TEXTS[2]).data[0].embedding)
     with ThreadPoolExecutor(16) as pool:
@@ -84,13 +71,8 @@ def test_llamacpp_embedding_and_concurrent_requests_coalesce(embed_server):
     for o in outs:
         for d in o.data:
             np.testing.assert_allclose(d.embedding, one, atol=1e-5)
-    _, after = _get(embed_server.base + "/health")
+    after = get(embed_server, "/health")
     assert after["calls"] - before["calls"] < 33  # 33 requests, fewer embed calls: requests ran together
-
-
-def _get(url: str) -> tuple:
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return r.status, json.loads(r.read())
 
 
 @pytest.mark.parametrize("body, status, match", [
@@ -103,15 +85,15 @@ def _get(url: str) -> tuple:
 ])
 def test_bad_embedding_requests(embed_server, body, status, match):
     import re
-    got, err = _post(embed_server.base, "/v1/embeddings", body)
+    got, err = post(embed_server, "/v1/embeddings", body)
     assert got == status and re.search(match, err["error"]["message"]), err
 
 
 def test_truncate_and_rerank_on_an_embedder(embed_server):
-    status, body = _post(embed_server.base, "/v1/embeddings",
+    status, body = post(embed_server, "/v1/embeddings",
                          {"input": " ".join(["the cat sat on the mat"] * 20), "truncate": True})
     assert status == 200 and len(body["data"][0]["embedding"]) == 64
-    status, err = _post(embed_server.base, "/v1/rerank", {"query": "q", "documents": ["d"]})
+    status, err = post(embed_server, "/v1/rerank", {"query": "q", "documents": ["d"]})
     assert status == 400 and "not a reranker" in err["error"]["message"]
 
 
@@ -122,21 +104,21 @@ def test_rerank_orders_as_the_cross_encoder(gpu, tmp_path):
     s = ServerProcess("-m", str(path), "--model-id", "tiny-rerank")
     try:
         for route in ("/v1/rerank", "/rerank"):
-            status, body = _post(s.base, route, {"query": QUERY, "documents": DOCS, "return_documents": True})
+            status, body = post(s, route, {"query": QUERY, "documents": DOCS, "return_documents": True})
             assert status == 200, body
             assert [r["index"] for r in body["results"]] == list(np.argsort(-want))
             for r in body["results"]:
                 assert abs(r["relevance_score"] - want[r["index"]]) < 1e-4
                 assert r["document"]["text"] == DOCS[r["index"]]
-        status, body = _post(s.base, "/v1/rerank", {"query": QUERY, "documents": DOCS, "top_n": 2})
+        status, body = post(s, "/v1/rerank", {"query": QUERY, "documents": DOCS, "top_n": 2})
         assert status == 200 and len(body["results"]) == 2 and "document" not in body["results"][0]
-        status, err = _post(s.base, "/v1/rerank", {"query": QUERY, "documents": []})
+        status, err = post(s, "/v1/rerank", {"query": QUERY, "documents": []})
         assert status == 400 and "documents must be a non-empty list" in err["error"]["message"]
     finally:
         s.stop()
 
 
 def test_a_decoder_server_embeds_only_with_a_pooling(server):
-    status, err = _post(server.base, "/v1/embeddings", {"input": "hello"})
+    status, err = post(server, "/v1/embeddings", {"input": "hello"})
     assert status == 400 and "no pooling configured" in err["error"]["message"]
     assert "--pooling last" in err["error"]["message"]

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.server.conftest import ServerProcess
+from tests.server.conftest import ServerProcess, get, post
 
 openai = pytest.importorskip("openai", reason="the server tests drive the official openai client: pip install openai")
 
@@ -24,21 +22,6 @@ BASE = "llama3"
 def expected(case: str) -> dict:
     with np.load(FIXTURES / "lora" / case / "expected.npz") as z:
         return {k: z[k].tolist() for k in z.files}
-
-
-def post(server, path: str, body) -> tuple:
-    req = urllib.request.Request(server.base + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
-def get(server, path: str):
-    with urllib.request.urlopen(server.base + path, timeout=30) as r:
-        return json.loads(r.read())
 
 
 @pytest.fixture(scope="module")
