@@ -16,10 +16,9 @@ from ..errors import ModelError, ValidationError
 from ..kernel import channel_layout
 from ..runtime.device import MODEL_CLOSED, device_lock
 from ..runtime.dispatch import Recorder, UniformParams, replay
-from .encoder_config import EncoderConfig
 from .encoder_kernels import EncoderKernels, encoder_pass
 from .encoder_weights import EncoderWeights
-from .gpu_weights import GpuMatrix, pack_dense, pack_ggml, upload
+from .gpu_weights import DeviceVectors, GpuMatrix, pack_dense, pack_ggml, upload
 from .shaders import ShaderLibrary
 
 DEFAULT_PASS_TOKENS = 2048  # tokens of one pass (the texts of a batch beyond it take more passes)
@@ -76,7 +75,7 @@ class EncoderScratch:
         self.scores = buf(tokens * 2 * max(1, -(-c.num_labels // 2)), "encoder-scores")
 
 
-class GpuEncoder:
+class GpuEncoder(DeviceVectors):
     """An encoder's weights on the device and its passes (pooled vectors or reranker scores of a batch)."""
 
     def __init__(self, weights: EncoderWeights, device=None, dtype: str | None = None,
@@ -129,19 +128,6 @@ class GpuEncoder:
         self.closed = False
         self.weight_bytes = sum(m.nbytes for L in self.layers for m in (L.qkv, L.o, L.up, L.down)) + self.word.nbytes
 
-    def _vec(self, v: np.ndarray, label: str):
-        import wgpu
-        return self.device.create_buffer_with_data(data=np.ascontiguousarray(v, np.float32).tobytes(),
-                                                   usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM,
-                                                   label=label)
-
-    def zeros(self, n: int):
-        """A zero vector of n floats (bindings a step declares but does not read)."""
-        z = self._zero_vecs.get(n)
-        if z is None:
-            z = self._zero_vecs[n] = self._vec(np.zeros(n, np.float32), f"zeros{n}")
-        return z
-
     def run(self, texts: list, mode: str, scores: bool = False) -> np.ndarray:
         """[len(texts), hidden] pooled vectors (or [len(texts), num_labels] head scores) of texts given as (token
         ids, token type ids) pairs, in passes of up to max_pass_tokens tokens."""
@@ -152,6 +138,8 @@ class GpuEncoder:
                                   "checkpoint): rerank needs a cross-encoder such as bge-reranker")
         out, batch, tokens = [], [], 0
         for ids, types in texts:
+            if not 0 < len(ids) <= self.config.max_tokens:  # (max_pass_tokens >= max_tokens: one pass holds any text)
+                raise ValidationError(f"a text of {len(ids)} tokens: this encoder takes 1 to {self.config.max_tokens}")
             if tokens + len(ids) > self.max_pass_tokens and batch:
                 out.append(self._pass(batch, mode, scores))
                 batch, tokens = [], 0

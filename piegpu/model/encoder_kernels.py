@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from ..kernel import channel_layout
-from .gpu_weights import GpuMatrix, weight_bindings
+from .gpu_weights import GpuMatrix
 from .kernels import Kernels
 
 ACTS = {"none": "return v;", "gelu": "return 0.5 * v * (1.0 + erf_f32(v * 0.7071067811865476));",
@@ -33,14 +32,7 @@ class EncoderKernels(Kernels):
 
     def embeddings(self, word: GpuMatrix, tokens, info, positions, types, ln: tuple, h, binds: dict) -> None:
         """h[t] = LN(word[token t] + positions[position t] + types[type t]) for the pass's T tokens."""
-        c = self.config
-        for buf, row0, nrows, fmt in word.chunks:
-            params = {"NB": c.hidden_size // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size, "SCALE": 1.0,
-                      **channel_layout.shader_params()}
-            k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{fmt}"})
-            self.rec.dispatch(k, {**weight_bindings(buf), 1: tokens, 2: h},
-                              (ceil(self.T * c.hidden_size // 32 / 64), 1, 1), "embed",
-                              self.scope + ("embed", row0), binds)
+        self.embed(word, tokens, out=h, binds=binds, scale=1.0)  # the word rows, gathered on the device
         self.layernorm(h, ln, ("emb-ln",), embed=(info, positions, types))
 
     def layernorm(self, h, ln: tuple, key: tuple, embed: tuple | None = None) -> None:

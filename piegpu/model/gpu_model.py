@@ -22,7 +22,7 @@ from ..runtime.device import MODEL_CLOSED
 from ..runtime.waits import drain
 from .batch_plan import BatchPlan, build as build_batch_plan, reseat as reseat_plan
 from .forward import forward
-from .gpu_weights import GpuMatrix, upload
+from .gpu_weights import DeviceVectors, GpuMatrix, upload
 from .kernels import Kernels
 from .lora_bank import adapted, plan_epoch
 from .kv_pool import DEFAULT_KV_DTYPE, PAGE_TOKENS, KvPool, resolve_context
@@ -85,7 +85,7 @@ class Scratch:
         self.lora = None  # LoRA steps' buffers (model/lora_steps.py buffers), made with the first adapted plan
 
 
-class GpuModel:
+class GpuModel(DeviceVectors):
     """A model's weights on the device and the kernels of its forward pass."""
 
     def __init__(self, weights: ModelWeights, device=None, max_binding: int | None = None,
@@ -157,21 +157,6 @@ class GpuModel:
         drain(self.device)
         if weights.release_host is not None:
             weights.release_host()
-
-    # ---- buffers --------------------------------------------------------------------------
-    def _vec(self, v: np.ndarray, label: str):
-        import wgpu
-        # UNIFORM too: the decode matvec reads norm weights through a uniform binding (scalar loads)
-        return self.device.create_buffer_with_data(data=np.ascontiguousarray(v, np.float32).tobytes(),
-                                                   usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM,
-                                                   label=label)
-
-    def zeros(self, n: int):
-        """A zero vector of n floats (the norm binding of matvecs without a norm)."""
-        z = self._zero_vecs.get(n)
-        if z is None:
-            z = self._zero_vecs[n] = self._vec(np.zeros(n, np.float32), f"zeros{n}")
-        return z
 
     def rope_table(self, positions: int, layer: int = 0):
         """cos/sin per (position, pair) of layer `layer`'s RoPE below `positions` positions (shared by working sets).

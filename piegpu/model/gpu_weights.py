@@ -216,6 +216,25 @@ def weight_bindings(chunk_buffer) -> dict:
     return chunk_buffer.bindings() if isinstance(chunk_buffer, TextureWeights) else {0: chunk_buffer}
 
 
+class DeviceVectors:
+    """f32 vectors on the device (norm weights, biases) and zero vectors shared by size, for a class with `device`
+    (a wgpu device) and a `_zero_vecs` dict (GpuModel, GpuEncoder)."""
+
+    def _vec(self, v: np.ndarray, label: str):
+        import wgpu
+        # UNIFORM too: the decode matvec reads norm weights through a uniform binding (scalar loads)
+        return self.device.create_buffer_with_data(data=np.ascontiguousarray(v, np.float32).tobytes(),
+                                                   usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.UNIFORM,
+                                                   label=label)
+
+    def zeros(self, n: int):
+        """A zero vector of n floats (the binding of a step that declares it but does not read it)."""
+        z = self._zero_vecs.get(n)
+        if z is None:
+            z = self._zero_vecs[n] = self._vec(np.zeros(n, np.float32), f"zeros{n}")
+        return z
+
+
 @dataclass
 class GpuMatrix:
     """A matrix on the device as row chunks that each fit one storage binding."""

@@ -55,15 +55,15 @@ class Kernels:
         self.seats: dict = {}  # this plan's per-sequence uniforms (_seqs): values -> buffer (model/batch_plan.py)
 
     # ---- the steps ------------------------------------------------------------------------
-    def embed(self, table: GpuMatrix, tokens, out, binds: dict) -> None:
-        """out[t] = table[tokens[t]] for the T token ids of the tokens channel's oldest cell.
-
-        `binds` must die with the tokens channel's buffer (a working set's store, or a plan's own).
+    def embed(self, table: GpuMatrix, tokens, out, binds: dict, scale: float | None = None) -> None:
+        """out[t] = table[tokens[t]] * scale (default: the family's) for the T token ids of the tokens channel's oldest
+        cell. `binds` must die with the tokens channel's buffer (a working set's store, or a plan's own).
         """
         c = self.config
+        scale = (float(c.hidden_size ** 0.5) if c.family.embed_scale else 1.0) if scale is None else scale
         for buf, row0, nrows, fmt in table.chunks:
             params = {"NB": c.hidden_size // 32, "ROWS": nrows, "ROW0": row0, "VOCAB": c.vocab_size,
-                      "SCALE": float(c.hidden_size ** 0.5) if c.family.embed_scale else 1.0,
+                      "SCALE": float(scale),
                       **channel_layout.shader_params()}
             k = self.gpu.lib.kernel("embed", params, {"FORMAT": f"formats/{fmt}"})
             groups = (ceil(self.T * c.hidden_size // 32 / 64), 1, 1)

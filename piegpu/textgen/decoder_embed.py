@@ -44,9 +44,7 @@ def embed_decoder(model, texts, normalize: bool, dimensions, pooling, truncate: 
     model.check_open()
     c = model.config
     dims = check_dimensions(dimensions, c.hidden_size)
-    if model._embed_pooling is None:  # noqa: SLF001 (read once per model: the files do not change under it)
-        model._embed_pooling = (configured_pooling(model.source),)  # noqa: SLF001
-    mode = resolve_pooling(pooling, model._embed_pooling[0], None, model.source)  # noqa: SLF001
+    mode = resolve_pooling(pooling, model.embed_pooling, None, model.source)
     if mode not in DECODER_POOLINGS:
         raise ValidationError(f"embed(pooling={mode!r}): a decoder pools {', '.join(DECODER_POOLINGS)}")
     limit = model.context

@@ -6,6 +6,7 @@ epilogues); piegpu.model.loading reads and uploads what it wraps.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,6 @@ class Model:
         self.chat_template = chat_template
         self._default_pipeline = None
         self._shared_session = None
-        self._embed_pooling = None  # (the pooling its files configure, or None): read by the first embed()
         self._make_lock = threading.RLock()  # the default pipeline and shared session are made once
         from .adapters import Adapters
         self._adapters = Adapters(self)  # LoRA adapters by name (textgen/adapters.py)
@@ -191,6 +191,13 @@ class Model:
         use = self._adapters.use(adapter, adapter_scale)
         with device_lock(self.gpu.device):
             return self.gpu.logits_all(ids, use)
+
+    @functools.cached_property
+    def embed_pooling(self):
+        """The pooling (model/encoder_config.Pooling) its files configure for embed(), or None: sentence-transformers'
+        files beside the weights or a GGUF's pooling_type (read once)."""
+        from .decoder_embed import configured_pooling
+        return configured_pooling(self.source)
 
     def embed(self, texts, normalize: bool = True, dimensions: int | None = None, *, pooling: str | None = None,
               truncate: bool = False) -> "np.ndarray":
